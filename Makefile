@@ -1,0 +1,62 @@
+# Every command of the project lives here; the README and CI call these targets.
+SHELL := /bin/bash
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.stamp
+NPM_STAMP := node_modules/.stamp
+DATA_DIR ?= .entryway
+
+.PHONY: setup run test lint typecheck format contracts check-contracts lock bench-gas clean devnet
+
+setup: $(STAMP) $(NPM_STAMP)
+
+# Python: a virtualenv with the locked, hashed dependencies, then the project itself (editable).
+$(STAMP): requirements/dev.txt pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install --quiet --require-hashes --no-deps -r requirements/dev.txt
+	$(BIN)/pip install --quiet --no-deps --no-build-isolation -e .
+	touch $@
+
+# npm: anvil, solc and the EntryPoint v0.8 release, exactly as package-lock.json pins them.
+$(NPM_STAMP): package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+run: setup
+	$(BIN)/entryway up --data-dir $(DATA_DIR)
+
+devnet: setup
+	$(BIN)/entryway devnet --data-dir $(DATA_DIR)
+
+test: setup
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
+	$(BIN)/mypy
+	$(BIN)/pytest
+
+lint: setup
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
+
+format: setup
+	$(BIN)/ruff format src tests bench
+	$(BIN)/ruff check --fix src tests bench
+
+typecheck: setup
+	$(BIN)/mypy
+
+# Compile contracts/ with the pinned solc and refresh the artifacts inside the package.
+contracts: $(NPM_STAMP)
+	node tools/compile.mjs src/entryway/contracts/artifacts
+
+# Re-resolve the Python lock (versions and hashes only, no index URLs).
+lock: setup
+	$(BIN)/uv pip compile pyproject.toml --extra dev --generate-hashes --python-version 3.11 \
+	  --no-header -o requirements/dev.txt -q
+
+bench-gas: setup
+	$(BIN)/python -m bench.gas
+
+clean:
+	rm -rf $(VENV) node_modules .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""Adapters to EVM nodes over JSON-RPC."""

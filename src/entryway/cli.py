@@ -1,0 +1,172 @@
+"""The `entryway` command line."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from entryway.domain.networks import DEFAULT_DEVNET_CHAINS, NETWORKS
+from entryway.errors import EntrywayError
+
+app = typer.Typer(
+    name="entryway",
+    help="Self-hostable ERC-4337 infrastructure: bundler, paymaster, wallets, notary.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+DataDir = Annotated[Path, typer.Option("--data-dir", help="Where state and devnet keys live.")]
+
+
+def _parse_chains(value: str) -> list[int]:
+    try:
+        return [int(part) for part in value.split(",") if part.strip()]
+    except ValueError:
+        raise typer.BadParameter(f"not a comma-separated list of chain ids: {value!r}") from None
+
+
+def _emit(obj: object) -> None:
+    sys.stdout.write(json.dumps(obj, separators=(",", ":")) + "\n")
+    sys.stdout.flush()
+
+
+async def _until_signalled() -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+
+
+async def _run_devnet(
+    data_dir: Path, chains: list[int], base_port: int, block_time: float | None
+) -> None:
+    from entryway.devnet.devnet import Devnet
+
+    async with Devnet(data_dir, chains, base_port=base_port, block_time_s=block_time) as devnet:
+        for chain in devnet.chains:
+            _emit(chain.as_json())
+        await _until_signalled()
+
+
+def _run(coro: object) -> None:
+    try:
+        asyncio.run(coro)  # type: ignore[arg-type]
+    except EntrywayError as exc:
+        typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(1) from None
+
+
+@app.command()
+def devnet(
+    chains: Annotated[str, typer.Option(help="Chain ids to run, comma-separated.")] = ",".join(
+        map(str, DEFAULT_DEVNET_CHAINS)
+    ),
+    data_dir: DataDir = Path(".entryway"),
+    base_port: Annotated[
+        int, typer.Option(help="Port of the first chain's RPC (the next ones follow); 0: any.")
+    ] = 8545,
+    block_time: Annotated[
+        float | None, typer.Option(help="Seconds between blocks; default: mine each tx at once.")
+    ] = None,
+) -> None:
+    """Run local anvil devnets with EntryPoint v0.8 and Entryway's contracts deployed.
+
+    Prints one JSON line per chain; Ctrl-C stops them, their state kept in the data dir.
+    """
+    _run(_run_devnet(data_dir, _parse_chains(chains), base_port, block_time))
+
+
+@app.command()
+def up(
+    data_dir: DataDir = Path(".entryway"),
+    chains: Annotated[str, typer.Option(help="Devnet chain ids.")] = ",".join(
+        map(str, DEFAULT_DEVNET_CHAINS)
+    ),
+    base_port: Annotated[int, typer.Option(help="First devnet RPC port; 0: any.")] = 8545,
+) -> None:
+    """Run the embedded default: local devnets with every contract deployed."""
+    typer.secho("entryway up: starting devnets (Ctrl-C stops)", err=True)
+    _run(_run_devnet(data_dir, _parse_chains(chains), base_port, None))
+
+
+@app.command()
+def deploy(
+    rpc_url: Annotated[str, typer.Option(help="The chain's JSON-RPC endpoint.")],
+    key_file: Annotated[Path, typer.Option(help="File holding the operator's private key.")],
+    chain_id: Annotated[
+        int | None, typer.Option(help="The chain id the RPC must answer with.")
+    ] = None,
+    paymaster_signer: Annotated[
+        str | None, typer.Option(help="Address that signs sponsorships; default: the operator.")
+    ] = None,
+    notary_submitter: Annotated[
+        str | None, typer.Option(help="Address allowed to anchor; default: the operator.")
+    ] = None,
+    paymaster_deposit_wei: Annotated[int, typer.Option(help="Top the deposit up to this.")] = 0,
+    paymaster_stake_wei: Annotated[int, typer.Option(help="Top the stake up to this.")] = 0,
+    unstake_delay: Annotated[int, typer.Option(help="Paymaster unstake delay, seconds.")] = 86_400,
+) -> None:
+    """Check a network against the requirements, then deploy everything missing (idempotent)."""
+    from entryway.deploy.commands import deploy_network
+
+    _run(
+        deploy_network(
+            rpc_url=rpc_url,
+            key_file=key_file,
+            expected_chain_id=chain_id,
+            paymaster_signer=paymaster_signer,
+            notary_submitter=notary_submitter,
+            deposit_wei=paymaster_deposit_wei,
+            stake_wei=paymaster_stake_wei,
+            unstake_delay_s=unstake_delay,
+            emit=_emit,
+        )
+    )
+
+
+@app.command()
+def addresses(
+    owner: Annotated[str, typer.Option(help="The operator (owner) address.")],
+    paymaster_signer: Annotated[str | None, typer.Option()] = None,
+    notary_submitter: Annotated[str | None, typer.Option()] = None,
+) -> None:
+    """Compute, offline, where `deploy` puts every contract (the same on every chain)."""
+    from entryway.deploy.plan import Operator, plan_deployment
+    from entryway.domain.evm import checksum
+
+    plan = plan_deployment(
+        Operator(
+            owner=checksum(owner),
+            paymaster_signer=checksum(paymaster_signer or owner),
+            notary_submitter=checksum(notary_submitter or owner),
+        )
+    )
+    _emit({c.name: c.address for c in plan.contracts()})
+
+
+@app.command()
+def networks() -> None:
+    """List the supported networks."""
+    for n in NETWORKS.values():
+        _emit(
+            {
+                "chainId": n.chain_id,
+                "name": n.name,
+                "family": n.family.value,
+                "environment": n.environment.value,
+                "nativeToken": n.native_token.symbol,
+                "explorer": n.explorer_url,
+                "l2": n.is_l2,
+            }
+        )
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,184 @@
+"""Brings a chain up to a full Entryway deployment, idempotently: what is in place is checked
+and kept, what is missing is deployed through the deterministic deployer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from entryway import contracts
+from entryway.chain.rpc import EthClient, RpcError, RpcTransportError
+from entryway.chain.transactor import Transactor
+from entryway.deploy.plan import (
+    DETERMINISTIC_DEPLOYER,
+    DETERMINISTIC_DEPLOYER_FUNDING_WEI,
+    DETERMINISTIC_DEPLOYER_SIGNER,
+    DETERMINISTIC_DEPLOYER_TX,
+    ContractPlan,
+    DeploymentPlan,
+)
+from entryway.errors import EntrywayError
+
+
+class DeploymentError(EntrywayError):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Deployment:
+    chain_id: int
+    entry_point: str
+    account_factory: str
+    paymaster: str
+    notary: str
+
+    def as_json(self, rpc_url: str) -> dict[str, object]:
+        return {
+            "chainId": self.chain_id,
+            "rpcUrl": rpc_url,
+            "entryPoint": self.entry_point,
+            "accountFactory": self.account_factory,
+            "paymaster": self.paymaster,
+            "notary": self.notary,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RequirementCheck:
+    requirement: str
+    ok: bool
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class PaymasterFunding:
+    """What the paymaster should hold at the EntryPoint, in wei."""
+
+    deposit_wei: int
+    stake_wei: int
+    unstake_delay_s: int
+
+
+def runtime_code_matches(artifact: str, code: bytes) -> bool:
+    """Whether on-chain `code` is `artifact`'s runtime code. Immutables differ by chain (the
+    EntryPoint caches its EIP-712 domain and its SenderCreator's address), so they are masked."""
+    return contracts.load(artifact).runtime_matches(code)
+
+
+async def check_requirements(
+    eth: EthClient, expected_chain_id: int, plan: DeploymentPlan
+) -> list[RequirementCheck]:
+    """The seed's requirements for a network: EVM-compatible, its RPC answering with the
+    expected chain id, and an EntryPoint present or deployable."""
+    try:
+        chain_id = await eth.chain_id()
+        block = await eth.get_block("latest")
+        await eth.get_code(DETERMINISTIC_DEPLOYER)
+    except (RpcTransportError, RpcError) as exc:
+        return [RequirementCheck("EVM-compatible RPC endpoint", False, str(exc))]
+    checks = [
+        RequirementCheck(
+            "EVM-compatible RPC endpoint",
+            "baseFeePerGas" in block,
+            f"answers eth_chainId, eth_getBlockByNumber and eth_getCode at block "
+            f"{int(block['number'], 16)}"
+            + ("" if "baseFeePerGas" in block else "; but no EIP-1559 base fee"),
+        ),
+        RequirementCheck(
+            "chain id matches",
+            chain_id == expected_chain_id,
+            f"RPC answers chain id {chain_id}, expected {expected_chain_id}",
+        ),
+    ]
+    ep_code = await eth.get_code(plan.entry_point.address)
+    if ep_code:
+        ok = runtime_code_matches("EntryPoint", ep_code)
+        detail = "EntryPoint v0.8 present" if ok else "other code at the EntryPoint address"
+    else:
+        has_deployer = bool(await eth.get_code(DETERMINISTIC_DEPLOYER))
+        ok = True
+        detail = (
+            "EntryPoint v0.8 deployable through the deterministic deployer"
+            if has_deployer
+            else "EntryPoint v0.8 deployable once the deterministic deployer is installed"
+        )
+    checks.append(RequirementCheck("EntryPoint present or deployable", ok, detail))
+    return checks
+
+
+class ContractDeployer:
+    def __init__(self, eth: EthClient, transactor: Transactor) -> None:
+        self.eth = eth
+        self.transactor = transactor
+
+    async def ensure_deterministic_deployer(self) -> bool:
+        """Install the deterministic deployer if the chain lacks it; True if it was installed."""
+        if await self.eth.get_code(DETERMINISTIC_DEPLOYER):
+            return False
+        balance = await self.eth.get_balance(DETERMINISTIC_DEPLOYER_SIGNER)
+        if balance < DETERMINISTIC_DEPLOYER_FUNDING_WEI:
+            missing = DETERMINISTIC_DEPLOYER_FUNDING_WEI - balance
+            await self.transactor.send(DETERMINISTIC_DEPLOYER_SIGNER, value=missing, gas=21_000)
+        tx_hash = await self.eth.send_raw_transaction(DETERMINISTIC_DEPLOYER_TX)
+        await self.eth.wait_for_receipt(tx_hash)
+        if not await self.eth.get_code(DETERMINISTIC_DEPLOYER):
+            raise DeploymentError("the deterministic deployer did not install")
+        return True
+
+    async def ensure(self, plan: ContractPlan) -> bool:
+        """Deploy `plan` unless it is in place; True if it was deployed now."""
+        code = await self.eth.get_code(plan.address)
+        deployed_now = not code
+        if deployed_now:
+            await self.transactor.send(DETERMINISTIC_DEPLOYER, plan.deploy_data)
+            code = await self.eth.get_code(plan.address)
+            if not code:
+                raise DeploymentError(f"{plan.name} did not land at {plan.address}")
+        if not runtime_code_matches(plan.artifact, code):
+            raise DeploymentError(
+                f"the code at {plan.address} is not {plan.artifact}: refusing to use it"
+            )
+        return deployed_now
+
+    async def deploy(
+        self, plan: DeploymentPlan, funding: PaymasterFunding | None = None
+    ) -> tuple[Deployment, list[str]]:
+        """Everything in `plan`, then the paymaster's funding; returns what was done."""
+        done: list[str] = []
+        if await self.ensure_deterministic_deployer():
+            done.append("installed the deterministic deployer")
+        for contract in plan.contracts():
+            if await self.ensure(contract):
+                done.append(f"deployed {contract.name} at {contract.address}")
+        if funding is not None:
+            done += await self.fund_paymaster(plan, funding)
+        deployment = Deployment(
+            chain_id=self.transactor.chain_id,
+            entry_point=plan.entry_point.address,
+            account_factory=plan.account_factory.address,
+            paymaster=plan.paymaster.address,
+            notary=plan.notary.address,
+        )
+        return deployment, done
+
+    async def fund_paymaster(self, plan: DeploymentPlan, funding: PaymasterFunding) -> list[str]:
+        ep = contracts.load("EntryPoint").abi
+        pm = contracts.load("VerifyingPaymaster").abi
+        raw = await self.eth.call(
+            plan.entry_point.address, ep.encode_call("getDepositInfo", plan.paymaster.address)
+        )
+        deposit, _staked, stake, delay, _withdraw_time = ep.decode_output("getDepositInfo", raw)[0]
+        done = []
+        if deposit < funding.deposit_wei:
+            top_up = funding.deposit_wei - deposit
+            await self.transactor.send(
+                plan.paymaster.address, pm.encode_call("deposit"), value=top_up
+            )
+            done.append(f"deposited {top_up} wei for the paymaster")
+        if stake < funding.stake_wei or delay < funding.unstake_delay_s:
+            add = max(funding.stake_wei - stake, 0)
+            delay_s = max(delay, funding.unstake_delay_s)
+            await self.transactor.send(
+                plan.paymaster.address, pm.encode_call("addStake", delay_s), value=add
+            )
+            done.append(f"staked {add} wei for the paymaster (unstake delay {delay_s}s)")
+        return done

@@ -1,0 +1,1 @@
+"""Local devnets: one anvil per chain id, with every contract deployed."""

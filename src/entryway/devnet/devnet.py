@@ -1,0 +1,129 @@
+"""A set of local chains, one anvil per chain id, each with every contract deployed.
+
+State lives in `<data-dir>/devnet/`: each chain's anvil state file, and the operator keys the
+contracts were deployed with (so addresses stay the same across restarts).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Self
+
+from eth_account.signers.local import LocalAccount
+
+from entryway.chain.rpc import EthClient, JsonRpcClient
+from entryway.chain.transactor import Transactor
+from entryway.deploy.deployer import ContractDeployer, Deployment, PaymasterFunding
+from entryway.deploy.plan import Operator, plan_deployment
+from entryway.devnet.anvil import AnvilConfig, AnvilProcess
+from entryway.keys import load_or_create_key
+
+ETHER = 10**18
+# What the devnet gives its accounts: ample for any test, far below anvil's overflow limits.
+_OPERATOR_BALANCE = 1_000_000 * ETHER
+_SUBMITTER_BALANCE = 10_000 * ETHER
+DEVNET_PAYMASTER_FUNDING = PaymasterFunding(
+    deposit_wei=10_000 * ETHER, stake_wei=10 * ETHER, unstake_delay_s=86_400
+)
+
+
+@dataclass(frozen=True, slots=True)
+class DevnetKeys:
+    operator: LocalAccount
+    paymaster_signer: LocalAccount
+    notary_submitter: LocalAccount
+
+    @classmethod
+    def load_or_create(cls, key_dir: Path) -> DevnetKeys:
+        return cls(
+            operator=load_or_create_key(key_dir / "operator.key"),
+            paymaster_signer=load_or_create_key(key_dir / "paymaster-signer.key"),
+            notary_submitter=load_or_create_key(key_dir / "notary-submitter.key"),
+        )
+
+    @property
+    def operator_addresses(self) -> Operator:
+        return Operator(
+            owner=self.operator.address,
+            paymaster_signer=self.paymaster_signer.address,
+            notary_submitter=self.notary_submitter.address,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class DevnetChain:
+    chain_id: int
+    rpc_url: str
+    deployment: Deployment
+
+    def as_json(self) -> dict[str, object]:
+        return self.deployment.as_json(self.rpc_url)
+
+
+class Devnet:
+    def __init__(
+        self,
+        data_dir: Path,
+        chain_ids: Sequence[int],
+        *,
+        base_port: int = 0,
+        block_time_s: float | None = None,
+    ) -> None:
+        if len(set(chain_ids)) != len(chain_ids) or not chain_ids:
+            raise ValueError("give one or more distinct chain ids")
+        self.dir = data_dir / "devnet"
+        self.chain_ids = tuple(chain_ids)
+        self.base_port = base_port
+        self.block_time_s = block_time_s
+        self.keys = DevnetKeys.load_or_create(self.dir / "keys")
+        self.chains: list[DevnetChain] = []
+        self._nodes: list[AnvilProcess] = []
+
+    async def start(self) -> list[DevnetChain]:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        try:
+            for index, chain_id in enumerate(self.chain_ids):
+                node = AnvilProcess(
+                    AnvilConfig(
+                        chain_id=chain_id,
+                        port=self.base_port + index if self.base_port else 0,
+                        state_path=self.dir / f"anvil-{chain_id}.json",
+                        log_path=self.dir / f"anvil-{chain_id}.log",
+                        block_time_s=self.block_time_s,
+                    )
+                )
+                await node.start()
+                self._nodes.append(node)
+                self.chains.append(await self._provision(chain_id, node.rpc_url))
+        except BaseException:
+            await self.stop()
+            raise
+        return self.chains
+
+    async def _provision(self, chain_id: int, rpc_url: str) -> DevnetChain:
+        async with JsonRpcClient(rpc_url) as rpc:
+            eth = EthClient(rpc)
+            for account, balance in (
+                (self.keys.operator, _OPERATOR_BALANCE),
+                (self.keys.notary_submitter, _SUBMITTER_BALANCE),
+            ):
+                if await eth.get_balance(account.address) < balance // 2:
+                    await rpc.request("anvil_setBalance", [account.address, hex(balance)])
+            deployer = ContractDeployer(eth, Transactor(eth, self.keys.operator, chain_id))
+            plan = plan_deployment(self.keys.operator_addresses)
+            deployment, _ = await deployer.deploy(plan, DEVNET_PAYMASTER_FUNDING)
+        return DevnetChain(chain_id, rpc_url, deployment)
+
+    async def stop(self) -> None:
+        nodes, self._nodes = self._nodes, []
+        for node in reversed(nodes):
+            await node.stop()
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()

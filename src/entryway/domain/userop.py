@@ -1,0 +1,189 @@
+"""ERC-4337 v0.8 UserOperations: the RPC (unpacked) form, the on-chain packed form, the hash."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from eth_abi.abi import encode
+
+from entryway.domain.evm import address_bytes, checksum, keccak
+
+PACKED_USEROP_TYPEHASH = keccak(
+    b"PackedUserOperation(address sender,uint256 nonce,bytes initCode,bytes callData,"
+    b"bytes32 accountGasLimits,uint256 preVerificationGas,bytes32 gasFees,bytes paymasterAndData)"
+)
+EIP712_DOMAIN_TYPEHASH = keccak(
+    b"EIP712Domain(string name,string version,uint256 chainId,address verifyingContract)"
+)
+ENTRY_POINT_DOMAIN_NAME = b"ERC4337"
+ENTRY_POINT_DOMAIN_VERSION = b"1"
+_UINT128_MAX = 2**128 - 1
+
+
+def pack_uint128_pair(high: int, low: int) -> bytes:
+    """Two uint128 values in one bytes32, as the EntryPoint packs gas limits and fees."""
+    if not (0 <= high <= _UINT128_MAX and 0 <= low <= _UINT128_MAX):
+        raise ValueError("gas values must fit in uint128")
+    return ((high << 128) | low).to_bytes(32, "big")
+
+
+def unpack_uint128_pair(packed: bytes) -> tuple[int, int]:
+    value = int.from_bytes(packed, "big")
+    return value >> 128, value & _UINT128_MAX
+
+
+@dataclass(frozen=True, slots=True)
+class UserOperation:
+    """A UserOperation in the unpacked form the v0.7/v0.8 bundler RPC speaks."""
+
+    sender: str
+    nonce: int
+    call_data: bytes
+    call_gas_limit: int
+    verification_gas_limit: int
+    pre_verification_gas: int
+    max_fee_per_gas: int
+    max_priority_fee_per_gas: int
+    signature: bytes = b""
+    factory: str | None = None
+    factory_data: bytes = b""
+    paymaster: str | None = None
+    paymaster_verification_gas_limit: int = 0
+    paymaster_post_op_gas_limit: int = 0
+    paymaster_data: bytes = b""
+
+    @property
+    def init_code(self) -> bytes:
+        if self.factory is None:
+            return b""
+        return address_bytes(self.factory) + self.factory_data
+
+    @property
+    def account_gas_limits(self) -> bytes:
+        return pack_uint128_pair(self.verification_gas_limit, self.call_gas_limit)
+
+    @property
+    def gas_fees(self) -> bytes:
+        return pack_uint128_pair(self.max_priority_fee_per_gas, self.max_fee_per_gas)
+
+    @property
+    def paymaster_and_data(self) -> bytes:
+        if self.paymaster is None:
+            return b""
+        return (
+            address_bytes(self.paymaster)
+            + self.paymaster_verification_gas_limit.to_bytes(16, "big")
+            + self.paymaster_post_op_gas_limit.to_bytes(16, "big")
+            + self.paymaster_data
+        )
+
+    def packed(self) -> tuple[str, int, bytes, bytes, bytes, int, bytes, bytes, bytes]:
+        """The PackedUserOperation tuple, in ABI order."""
+        return (
+            checksum(self.sender),
+            self.nonce,
+            self.init_code,
+            self.call_data,
+            self.account_gas_limits,
+            self.pre_verification_gas,
+            self.gas_fees,
+            self.paymaster_and_data,
+            self.signature,
+        )
+
+    def with_signature(self, signature: bytes) -> UserOperation:
+        return replace(self, signature=signature)
+
+    def with_paymaster(
+        self, paymaster: str, verification_gas_limit: int, post_op_gas_limit: int, data: bytes
+    ) -> UserOperation:
+        return replace(
+            self,
+            paymaster=paymaster,
+            paymaster_verification_gas_limit=verification_gas_limit,
+            paymaster_post_op_gas_limit=post_op_gas_limit,
+            paymaster_data=data,
+        )
+
+    @classmethod
+    def from_packed(
+        cls, packed: tuple[str, int, bytes, bytes, bytes, int, bytes, bytes, bytes]
+    ) -> UserOperation:
+        sender, nonce, init_code, call_data, gas_limits, pvg, fees, pm_and_data, sig = packed
+        verification_gas, call_gas = unpack_uint128_pair(gas_limits)
+        priority_fee, max_fee = unpack_uint128_pair(fees)
+        factory = checksum(init_code[:20]) if len(init_code) >= 20 else None
+        paymaster = checksum(pm_and_data[:20]) if len(pm_and_data) >= 20 else None
+        return cls(
+            sender=checksum(sender),
+            nonce=nonce,
+            call_data=call_data,
+            call_gas_limit=call_gas,
+            verification_gas_limit=verification_gas,
+            pre_verification_gas=pvg,
+            max_fee_per_gas=max_fee,
+            max_priority_fee_per_gas=priority_fee,
+            signature=sig,
+            factory=factory,
+            factory_data=init_code[20:],
+            paymaster=paymaster,
+            paymaster_verification_gas_limit=int.from_bytes(pm_and_data[20:36], "big"),
+            paymaster_post_op_gas_limit=int.from_bytes(pm_and_data[36:52], "big"),
+            paymaster_data=pm_and_data[52:],
+        )
+
+
+def entry_point_domain_separator(entry_point: str, chain_id: int) -> bytes:
+    return keccak(
+        encode(
+            ["bytes32", "bytes32", "bytes32", "uint256", "address"],
+            [
+                EIP712_DOMAIN_TYPEHASH,
+                keccak(ENTRY_POINT_DOMAIN_NAME),
+                keccak(ENTRY_POINT_DOMAIN_VERSION),
+                chain_id,
+                checksum(entry_point),
+            ],
+        )
+    )
+
+
+def user_op_struct_hash(op: UserOperation) -> bytes:
+    return keccak(
+        encode(
+            [
+                "bytes32",
+                "address",
+                "uint256",
+                "bytes32",
+                "bytes32",
+                "bytes32",
+                "uint256",
+                "bytes32",
+                "bytes32",
+            ],
+            [
+                PACKED_USEROP_TYPEHASH,
+                checksum(op.sender),
+                op.nonce,
+                keccak(op.init_code),
+                keccak(op.call_data),
+                op.account_gas_limits,
+                op.pre_verification_gas,
+                op.gas_fees,
+                keccak(op.paymaster_and_data),
+            ],
+        )
+    )
+
+
+def user_op_hash(op: UserOperation, entry_point: str, chain_id: int) -> bytes:
+    """The v0.8 userOpHash: an EIP-712 digest under the EntryPoint's domain.
+
+    EIP-7702 senders (initCode starting with 0x7702) hash their delegate instead of the
+    initCode on chain; this service does not build such ops yet, so they are refused here.
+    """
+    if op.factory is not None and op.init_code[:2] == b"\x77\x02":
+        raise NotImplementedError("EIP-7702 initCode hashing is not supported")
+    domain = entry_point_domain_separator(entry_point, chain_id)
+    return keccak(b"\x19\x01" + domain + user_op_struct_hash(op))

@@ -1,0 +1,87 @@
+// Compiles contracts/ with the pinned solc (npm `solc`, solcjs) through its standard-JSON
+// interface and writes one artifact per contract: ABI, creation and runtime bytecode.
+// Usage: node tools/compile.mjs OUT_DIR
+import fs from "node:fs";
+import path from "node:path";
+import { createRequire } from "node:module";
+
+const require = createRequire(import.meta.url);
+const solc = require("solc");
+
+const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), "..");
+const outDir = path.resolve(process.argv[2] ?? path.join(root, "src/entryway/contracts/artifacts"));
+
+// Which contracts become artifacts (source path -> contract names).
+const targets = {
+  "contracts/SmartAccount.sol": ["SmartAccount"],
+  "contracts/AccountFactory.sol": ["AccountFactory"],
+  "contracts/VerifyingPaymaster.sol": ["VerifyingPaymaster"],
+  "contracts/NotaryAnchor.sol": ["NotaryAnchor"],
+  "contracts/test/TestCounter.sol": ["TestCounter"],
+};
+
+export const settings = {
+  optimizer: { enabled: true, runs: 10000 },
+  evmVersion: "cancun",
+  outputSelection: { "*": { "*": ["abi", "evm.bytecode.object", "evm.deployedBytecode.object", "evm.deployedBytecode.immutableReferences"] } },
+};
+
+const sources = {};
+for (const file of Object.keys(targets)) {
+  sources[file] = { content: fs.readFileSync(path.join(root, file), "utf8") };
+}
+
+function findImports(importPath) {
+  const candidates = [path.join(root, importPath), path.join(root, "node_modules", importPath)];
+  for (const candidate of candidates) {
+    if (fs.existsSync(candidate)) return { contents: fs.readFileSync(candidate, "utf8") };
+  }
+  return { error: `not found: ${importPath}` };
+}
+
+const output = JSON.parse(
+  solc.compile(JSON.stringify({ language: "Solidity", sources, settings }), { import: findImports }),
+);
+const errors = (output.errors ?? []).filter((e) => e.severity === "error");
+for (const e of output.errors ?? []) process.stderr.write(e.formattedMessage + "\n");
+if (errors.length) process.exit(1);
+
+fs.mkdirSync(outDir, { recursive: true });
+for (const [file, names] of Object.entries(targets)) {
+  for (const name of names) {
+    const c = output.contracts[file][name];
+    const artifact = {
+      contractName: name,
+      sourceName: file,
+      compiler: { version: solc.version(), settings: { optimizer: settings.optimizer, evmVersion: settings.evmVersion } },
+      abi: c.abi,
+      bytecode: "0x" + c.evm.bytecode.object,
+      deployedBytecode: "0x" + c.evm.deployedBytecode.object,
+      immutableReferences: c.evm.deployedBytecode.immutableReferences ?? {},
+    };
+    fs.writeFileSync(path.join(outDir, `${name}.json`), JSON.stringify(artifact, null, 1) + "\n");
+  }
+}
+// The audited EntryPoint v0.8 release and its reference account are used as published, not
+// recompiled: their artifacts are copied so the service can deploy without node_modules.
+const vendored = ["EntryPoint", "EntryPointSimulations", "SimpleAccount", "SimpleAccountFactory"];
+const aaPackage = JSON.parse(
+  fs.readFileSync(path.join(root, "node_modules/@account-abstraction/contracts/package.json"), "utf8"),
+);
+for (const name of vendored) {
+  const src = JSON.parse(
+    fs.readFileSync(path.join(root, "node_modules/@account-abstraction/contracts/artifacts", `${name}.json`), "utf8"),
+  );
+  const artifact = {
+    contractName: name,
+    sourceName: src.sourceName,
+    package: `${aaPackage.name}@${aaPackage.version}`,
+    abi: src.abi,
+    bytecode: src.bytecode,
+    deployedBytecode: src.deployedBytecode,
+    immutableReferences: {},
+  };
+  fs.writeFileSync(path.join(outDir, `${name}.json`), JSON.stringify(artifact, null, 1) + "\n");
+}
+
+process.stdout.write(`compiled ${Object.values(targets).flat().join(", ")} -> ${path.relative(root, outDir)}; copied ${vendored.join(", ")}\n`);
