@@ -42,10 +42,11 @@ contract SmartAccount is BaseAccount, TokenCallbackHandler, IERC1271, EIP712, UU
 
     IEntryPoint private immutable _entryPoint;
 
+    // owner, guardianCount and guardianThreshold share one slot; a custom delay takes the next.
     address public owner;
     uint32 public guardianCount;
     uint32 public guardianThreshold;
-    uint48 public recoveryDelay;
+    uint48 private _customRecoveryDelay; // 0: DEFAULT_RECOVERY_DELAY, so deploying writes nothing here
     uint256 public recoveryNonce;
     mapping(address guardian => bool) public isGuardian;
     PendingRecovery private _pending;
@@ -86,7 +87,6 @@ contract SmartAccount is BaseAccount, TokenCallbackHandler, IERC1271, EIP712, UU
     function initialize(address anOwner) external initializer {
         if (anOwner == address(0)) revert InvalidNewOwner(anOwner);
         owner = anOwner;
-        recoveryDelay = DEFAULT_RECOVERY_DELAY;
         emit SmartAccountInitialized(_entryPoint, anOwner);
     }
 
@@ -179,8 +179,13 @@ contract SmartAccount is BaseAccount, TokenCallbackHandler, IERC1271, EIP712, UU
 
     function setRecoveryDelay(uint48 delay) external onlySelf {
         if (delay < MIN_RECOVERY_DELAY) revert RecoveryDelayTooShort(delay);
-        recoveryDelay = delay;
+        _customRecoveryDelay = delay;
         emit RecoveryDelayChanged(delay);
+    }
+
+    function recoveryDelay() public view returns (uint48) {
+        uint48 custom = _customRecoveryDelay;
+        return custom == 0 ? DEFAULT_RECOVERY_DELAY : custom;
     }
 
     function _setThreshold(uint32 threshold) private {
@@ -203,7 +208,7 @@ contract SmartAccount is BaseAccount, TokenCallbackHandler, IERC1271, EIP712, UU
         if (_pending.executeAfter != 0) revert RecoveryAlreadyPending();
         if (newOwner == address(0) || newOwner == address(this)) revert InvalidNewOwner(newOwner);
         if (!_hasGuardianQuorum(recoveryDigest(newOwner), approvals)) revert NotEnoughApprovals();
-        uint48 executeAfter = uint48(block.timestamp) + recoveryDelay;
+        uint48 executeAfter = uint48(block.timestamp) + recoveryDelay();
         _pending = PendingRecovery(newOwner, executeAfter);
         emit RecoveryStarted(newOwner, executeAfter, recoveryNonce);
     }

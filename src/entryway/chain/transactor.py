@@ -11,7 +11,7 @@ from typing import Any
 from eth_account.signers.local import LocalAccount
 
 from entryway.chain.rpc import EthClient, TransactionFailedError, TxReceipt
-from entryway.domain.evm import to_hex
+from entryway.domain.evm import checksum, to_hex
 from entryway.domain.networks import NETWORKS
 
 # Headroom over eth_estimateGas: estimates are exact for the state they ran on, and a
@@ -50,7 +50,7 @@ class Transactor:
             "type": 2,
             "chainId": self.chain_id,
             "nonce": await self.eth.get_nonce(self.address),
-            "to": to,
+            "to": checksum(to) if to is not None else None,
             "value": value,
             "data": to_hex(data),
             "gas": gas,

@@ -57,6 +57,7 @@ class DevnetChain:
     chain_id: int
     rpc_url: str
     deployment: Deployment
+    provisioned: tuple[str, ...]  # what this start had to do; empty when all was in place
 
     def as_json(self) -> dict[str, object]:
         return self.deployment.as_json(self.rpc_url)
@@ -113,8 +114,8 @@ class Devnet:
                     await rpc.request("anvil_setBalance", [account.address, hex(balance)])
             deployer = ContractDeployer(eth, Transactor(eth, self.keys.operator, chain_id))
             plan = plan_deployment(self.keys.operator_addresses)
-            deployment, _ = await deployer.deploy(plan, DEVNET_PAYMASTER_FUNDING)
-        return DevnetChain(chain_id, rpc_url, deployment)
+            deployment, done = await deployer.deploy(plan, DEVNET_PAYMASTER_FUNDING)
+        return DevnetChain(chain_id, rpc_url, deployment, tuple(done))
 
     async def stop(self) -> None:
         nodes, self._nodes = self._nodes, []

@@ -1,0 +1,56 @@
+"""`entryway devnet` as a user runs it: JSON lines out, live chains, Ctrl-C stops them all."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import sys
+from pathlib import Path
+
+from entryway.chain.rpc import EthClient, JsonRpcClient, RpcTransportError
+
+ENTRYWAY = str(Path(sys.executable).with_name("entryway"))
+KEYS = {"chainId", "rpcUrl", "entryPoint", "accountFactory", "paymaster", "notary"}
+
+
+async def test_devnet_prints_each_chain_and_stops_on_ctrl_c(tmp_path: Path) -> None:
+    proc = await asyncio.create_subprocess_exec(
+        ENTRYWAY,
+        "devnet",
+        "--chains",
+        "80002,137",
+        "--data-dir",
+        str(tmp_path),
+        "--base-port",
+        "0",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    assert proc.stdout is not None
+    try:
+        lines = [json.loads(await asyncio.wait_for(proc.stdout.readline(), 60)) for _ in range(2)]
+        assert [line["chainId"] for line in lines] == [80002, 137]
+        for line in lines:
+            assert set(line) == KEYS
+            async with JsonRpcClient(str(line["rpcUrl"])) as rpc:
+                eth = EthClient(rpc)
+                assert await eth.chain_id() == line["chainId"]
+                for key in ("entryPoint", "accountFactory", "paymaster", "notary"):
+                    assert await eth.get_code(str(line[key])) != b""
+        # Same operator keys, same code: the same addresses on every chain.
+        assert {k: v for k, v in lines[0].items() if k not in ("chainId", "rpcUrl")} == {
+            k: v for k, v in lines[1].items() if k not in ("chainId", "rpcUrl")
+        }
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert await asyncio.wait_for(proc.wait(), 30) == 0
+    for line in lines:
+        async with JsonRpcClient(str(line["rpcUrl"]), timeout=2) as rpc:
+            try:
+                await EthClient(rpc).chain_id()
+            except RpcTransportError:
+                continue
+            raise AssertionError(f"{line['rpcUrl']} still answers after Ctrl-C")
+    assert (tmp_path / "devnet" / "anvil-80002.json").stat().st_size > 0
+    assert (tmp_path / "devnet" / "keys" / "operator.key").stat().st_mode & 0o077 == 0

@@ -1,0 +1,56 @@
+from __future__ import annotations
+
+import pytest
+
+from entryway import contracts
+from entryway.deploy.plan import (
+    DETERMINISTIC_DEPLOYER,
+    DETERMINISTIC_DEPLOYER_SIGNER,
+    DETERMINISTIC_DEPLOYER_TX,
+    ENTRY_POINT_ADDRESS,
+    ENTRY_POINT_SALT,
+    Operator,
+    plan_deployment,
+)
+from entryway.domain.evm import create2_address, create_address
+
+
+def test_create2_matches_the_eip_1014_examples() -> None:
+    zero = "0x0000000000000000000000000000000000000000"
+    assert create2_address(zero, bytes(32), b"\x00") == "0x4D1A2e2bB4F88F0250f26Ffff098B0b30B26BF38"
+    deployer = "0xdeadbeef00000000000000000000000000000000"
+    salt = bytes.fromhex("000000000000000000000000feed000000000000000000000000000000000000")
+    assert create2_address(deployer, salt, b"\x00") == "0xD04116cDd17beBE565EB2422F2497E06cC1C9833"
+    with pytest.raises(ValueError):
+        create2_address(zero, b"\x00", b"")
+
+
+def test_entry_point_release_lands_at_the_canonical_address() -> None:
+    init_code = contracts.load("EntryPoint").bytecode
+    assert (
+        create2_address(DETERMINISTIC_DEPLOYER, ENTRY_POINT_SALT, init_code) == ENTRY_POINT_ADDRESS
+    )
+
+
+def test_keyless_deployer_transaction_comes_from_its_known_signer() -> None:
+    from eth_account import Account
+
+    signer = Account.recover_transaction(DETERMINISTIC_DEPLOYER_TX)
+    assert signer.lower() == DETERMINISTIC_DEPLOYER_SIGNER
+    assert create_address(signer, 0) == DETERMINISTIC_DEPLOYER
+
+
+def test_addresses_depend_on_the_operator_but_not_on_the_chain() -> None:
+    a = Operator(
+        owner="0x1111111111111111111111111111111111111111",
+        paymaster_signer="0x2222222222222222222222222222222222222222",
+        notary_submitter="0x3333333333333333333333333333333333333333",
+    )
+    b = Operator(a.paymaster_signer, a.paymaster_signer, a.notary_submitter)
+    plan_a, plan_b = plan_deployment(a), plan_deployment(b)
+    assert plan_a.entry_point.address == plan_b.entry_point.address == ENTRY_POINT_ADDRESS
+    # The factory's constructor takes only the EntryPoint: one address for every operator.
+    assert plan_a.account_factory.address == plan_b.account_factory.address
+    assert plan_a.paymaster.address != plan_b.paymaster.address
+    assert plan_a.notary.address != plan_b.notary.address
+    assert plan_a == plan_deployment(a)
