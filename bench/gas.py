@@ -19,7 +19,7 @@ from entryway import contracts
 from entryway.chain.rpc import EthClient, JsonRpcClient
 from entryway.chain.transactor import Transactor
 from entryway.deploy.deployer import ContractDeployer
-from entryway.deploy.plan import ENTRYWAY_SALT, _plan
+from entryway.deploy.plan import ENTRYWAY_SALT, plan_contract
 from entryway.devnet.devnet import Devnet
 from tests.integration.harness import ACCOUNT, ETHER, NOTARY, Harness
 
@@ -62,14 +62,20 @@ async def main() -> None:
                     executor=Transactor(eth, executor, CHAIN_ID),
                 )
                 simple_factory = contracts.load("SimpleAccountFactory")
-                init = simple_factory.bytecode + bytes(12) + bytes.fromhex(
-                    chain.deployment.entry_point[2:]
+                init = (
+                    simple_factory.bytecode
+                    + bytes(12)
+                    + bytes.fromhex(chain.deployment.entry_point[2:])
                 )
-                plan = _plan("simpleAccountFactory", "SimpleAccountFactory", ENTRYWAY_SALT, init)
+                plan = plan_contract(
+                    "simpleAccountFactory", "SimpleAccountFactory", ENTRYWAY_SALT, init
+                )
                 await ContractDeployer(eth, Transactor(eth, devnet.keys.operator, CHAIN_ID)).ensure(
                     plan
                 )
-                ours = await measure_account(h, chain.deployment.account_factory, h_factory())
+                ours = await measure_account(
+                    h, chain.deployment.account_factory, contracts.load("AccountFactory").abi
+                )
                 simple = await measure_account(h, plan.address, simple_factory.abi)
                 anchor = await Transactor(eth, devnet.keys.notary_submitter, CHAIN_ID).send(
                     chain.deployment.notary, NOTARY.encode_call("anchor", os.urandom(32), 1000)
@@ -88,10 +94,6 @@ async def main() -> None:
     text = DOC.read_text()
     start, end = text.index(BEGIN) + len(BEGIN), text.index(END)
     DOC.write_text(text[:start] + "\n" + table + "\n" + text[end:])
-
-
-def h_factory() -> object:
-    return contracts.load("AccountFactory").abi
 
 
 if __name__ == "__main__":

@@ -66,13 +66,13 @@ class DeploymentPlan:
         return (self.entry_point, self.account_factory, self.paymaster, self.notary)
 
 
-def _plan(name: str, artifact: str, salt: bytes, init_code: bytes) -> ContractPlan:
+def plan_contract(name: str, artifact: str, salt: bytes, init_code: bytes) -> ContractPlan:
     address = create2_address(DETERMINISTIC_DEPLOYER, salt, init_code)
     return ContractPlan(name, artifact, address, salt, init_code)
 
 
 def plan_deployment(operator: Operator) -> DeploymentPlan:
-    entry_point = _plan(
+    entry_point = plan_contract(
         "entryPoint", "EntryPoint", ENTRY_POINT_SALT, contracts.load("EntryPoint").bytecode
     )
     if entry_point.address != ENTRY_POINT_ADDRESS:
@@ -84,13 +84,13 @@ def plan_deployment(operator: Operator) -> DeploymentPlan:
 
     return DeploymentPlan(
         entry_point=entry_point,
-        account_factory=_plan(
+        account_factory=plan_contract(
             "accountFactory",
             "AccountFactory",
             ENTRYWAY_SALT,
             with_args("AccountFactory", ["address"], [ep]),
         ),
-        paymaster=_plan(
+        paymaster=plan_contract(
             "paymaster",
             "VerifyingPaymaster",
             ENTRYWAY_SALT,
@@ -100,7 +100,7 @@ def plan_deployment(operator: Operator) -> DeploymentPlan:
                 [ep, operator.owner, operator.paymaster_signer],
             ),
         ),
-        notary=_plan(
+        notary=plan_contract(
             "notary",
             "NotaryAnchor",
             ENTRYWAY_SALT,
