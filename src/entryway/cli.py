@@ -152,6 +152,61 @@ def addresses(
 
 
 @app.command()
+def bundler(
+    rpc_url: Annotated[str, typer.Option(help="The chain's JSON-RPC endpoint.")],
+    executor_key_file: Annotated[
+        list[Path], typer.Option(help="File(s) of executor private keys, one per line.")
+    ],
+    entry_point: Annotated[
+        str, typer.Option(help="EntryPoint v0.8 address.")
+    ] = "0x4337084D9E255Ff0702461CF8895CE9E3b5Ff108",
+    host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port of the JSON-RPC endpoint (POST /rpc).")] = 3000,
+    debug_rpc: Annotated[bool, typer.Option(help="Serve the debug_bundler_* methods.")] = False,
+    auto_bundle_interval: Annotated[
+        float, typer.Option(help="Seconds between automatic bundles.")
+    ] = 1.0,
+    manual: Annotated[bool, typer.Option(help="Start in manual bundling mode.")] = False,
+    tracing: Annotated[bool, typer.Option(help="Enforce ERC-7562 on a trace.")] = True,
+    min_stake_wei: Annotated[int, typer.Option(help="MIN_STAKE_VALUE of ERC-7562.")] = 10**18,
+    min_unstake_delay: Annotated[int, typer.Option(help="MIN_UNSTAKE_DELAY, seconds.")] = 86_400,
+    beneficiary: Annotated[str | None, typer.Option(help="Who receives bundle fees.")] = None,
+    deploy_entry_point: Annotated[
+        bool, typer.Option(help="Deploy EntryPoint v0.8 first if the chain lacks it.")
+    ] = False,
+) -> None:
+    """Run a standalone ERC-4337 v0.8 bundler for any EVM chain."""
+    import uvicorn
+
+    from entryway.bundler.service import BundlingMode
+    from entryway.bundler.standalone import (
+        StandaloneSettings,
+        create_standalone_app,
+        read_executor_keys,
+    )
+
+    try:
+        keys = read_executor_keys(executor_key_file)
+    except EntrywayError as exc:
+        typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(1) from None
+    settings = StandaloneSettings(
+        rpc_url=rpc_url,
+        entry_point=entry_point,
+        executor_keys=keys,
+        debug_rpc=debug_rpc,
+        auto_bundle_interval_s=auto_bundle_interval,
+        mode=BundlingMode.MANUAL if manual else BundlingMode.AUTO,
+        tracing=tracing,
+        min_stake_wei=min_stake_wei,
+        min_unstake_delay_s=min_unstake_delay,
+        beneficiary=beneficiary,
+        deploy_entry_point=deploy_entry_point,
+    )
+    uvicorn.run(create_standalone_app(settings), host=host, port=port, log_level="warning")
+
+
+@app.command()
 def networks() -> None:
     """List the supported networks."""
     for n in NETWORKS.values():

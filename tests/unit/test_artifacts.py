@@ -7,7 +7,12 @@ import subprocess
 from pathlib import Path
 
 from entryway import contracts
-from entryway.contracts import ENTRYWAY_CONTRACTS, TEST_CONTRACTS, VENDORED_CONTRACTS
+from entryway.contracts import (
+    ENTRYWAY_CONTRACTS,
+    SIMULATION_CONTRACTS,
+    TEST_CONTRACTS,
+    VENDORED_CONTRACTS,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGED = ROOT / "src" / "entryway" / "contracts" / "artifacts"
@@ -36,7 +41,7 @@ def test_vendored_entry_point_is_the_npm_release() -> None:
 
 
 def test_every_artifact_loads_with_code() -> None:
-    for name in ENTRYWAY_CONTRACTS + VENDORED_CONTRACTS + TEST_CONTRACTS:
+    for name in ENTRYWAY_CONTRACTS + VENDORED_CONTRACTS + SIMULATION_CONTRACTS + TEST_CONTRACTS:
         artifact = contracts.load(name)
         assert artifact.bytecode and artifact.deployed_bytecode, name
     factory = contracts.load("AccountFactory")

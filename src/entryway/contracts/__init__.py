@@ -19,6 +19,7 @@ VENDORED_CONTRACTS = (
     "SimpleAccount",
     "SimpleAccountFactory",
 )
+SIMULATION_CONTRACTS = ("EntrywaySimulations",)
 TEST_CONTRACTS = ("TestCounter",)
 
 

@@ -1,0 +1,1 @@
+"""Gas: preVerificationGas, fee suggestions, and simulation-based limits."""

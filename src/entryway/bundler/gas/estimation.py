@@ -1,0 +1,140 @@
+"""eth_estimateUserOperationGas: limits found by simulation, not guessed.
+
+Verification limits are bisected with `simulateValidation` (each probe is one cheap
+eth_call); the call gas is found inside one eth_call by EntrywaySimulations, which
+bisects over executions whose effects it rolls back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from entryway import contracts
+from entryway.bundler.errors import BundlerError, RpcErrorCode
+from entryway.bundler.gas.pvg import pre_verification_gas
+from entryway.bundler.validation.simulation import revert_error
+from entryway.chain.rpc import EthClient, RpcError
+from entryway.domain.evm import to_hex
+from entryway.domain.userop import UserOperation
+
+ESTIMATOR = contracts.load("EntrywaySimulations")
+MAX_VERIFICATION_GAS = 10_000_000
+MAX_CALL_GAS = 20_000_000
+TOLERANCE = 1_000
+# Headroom over the least limit that passed: signatures and storage vary a little op to op.
+VERIFICATION_MARGIN_PERCENT = 10
+CALL_MARGIN = 2_000
+
+
+@dataclass(frozen=True, slots=True)
+class GasEstimate:
+    pre_verification_gas: int
+    verification_gas_limit: int
+    call_gas_limit: int
+    paymaster_verification_gas_limit: int
+    paymaster_post_op_gas_limit: int
+
+    def to_json(self) -> dict[str, str]:
+        out = {
+            "preVerificationGas": hex(self.pre_verification_gas),
+            "verificationGasLimit": hex(self.verification_gas_limit),
+            "callGasLimit": hex(self.call_gas_limit),
+        }
+        if self.paymaster_verification_gas_limit:
+            out["paymasterVerificationGasLimit"] = hex(self.paymaster_verification_gas_limit)
+            out["paymasterPostOpGasLimit"] = hex(self.paymaster_post_op_gas_limit)
+        return out
+
+
+class GasEstimator:
+    def __init__(self, eth: EthClient, entry_point: str) -> None:
+        self.eth = eth
+        self.entry_point = entry_point
+
+    def _override(self, extra: dict[str, Any] | None) -> dict[str, Any]:
+        override: dict[str, Any] = dict(extra or {})
+        mine = dict(override.get(self.entry_point, {}))
+        mine["code"] = to_hex(ESTIMATOR.deployed_bytecode)
+        override[self.entry_point] = mine
+        return override
+
+    async def _call(self, fn: str, *args: Any, override: dict[str, Any]) -> tuple[Any, ...]:
+        data = ESTIMATOR.abi.encode_call(fn, *args)
+        try:
+            raw = await self.eth.call(self.entry_point, data, state_override=override)
+        except RpcError as exc:
+            raise revert_error(exc.revert_data, exc.message) from None
+        return ESTIMATOR.abi.decode_output(fn, raw)
+
+    async def _validates(self, op: UserOperation, override: dict[str, Any]) -> bool:
+        try:
+            await self._call("simulateValidation", op.packed(), override=override)
+        except BundlerError as exc:
+            if exc.code in (
+                RpcErrorCode.REJECTED_BY_EP_OR_ACCOUNT,
+                RpcErrorCode.REJECTED_BY_PAYMASTER,
+            ):
+                return False
+            raise
+        return True
+
+    async def _least(
+        self, op: UserOperation, paymaster: bool, override: dict[str, Any], high: int
+    ) -> int:
+        """The least verification (or paymaster verification) gas limit that validates."""
+        low = 0
+        while high - low > TOLERANCE:
+            mid = (low + high) // 2
+            probe = (
+                replace(op, paymaster_verification_gas_limit=mid)
+                if paymaster
+                else replace(op, verification_gas_limit=mid)
+            )
+            if await self._validates(probe, override):
+                high = mid
+            else:
+                low = mid
+        return high
+
+    async def estimate(
+        self, op: UserOperation, state_override: dict[str, Any] | None = None
+    ) -> GasEstimate:
+        override = self._override(state_override)
+        # Zero fees: the estimate must not depend on the sender's (or paymaster's) funds.
+        probe = replace(
+            op,
+            max_fee_per_gas=0,
+            max_priority_fee_per_gas=0,
+            verification_gas_limit=MAX_VERIFICATION_GAS,
+            call_gas_limit=0,
+            paymaster_verification_gas_limit=MAX_VERIFICATION_GAS if op.paymaster else 0,
+        )
+        pvg = pre_verification_gas(op)
+        probe = replace(probe, pre_verification_gas=pvg)
+        # Surfaces the real reason (signature length, AA2x, paymaster rejection) at once.
+        await self._call("simulateValidation", probe.packed(), override=override)
+        verification = await self._least(probe, False, override, MAX_VERIFICATION_GAS)
+        verification = verification * (100 + VERIFICATION_MARGIN_PERCENT) // 100
+        probe = replace(probe, verification_gas_limit=verification)
+        pm_verification = 0
+        if op.paymaster is not None:
+            pm_verification = await self._least(probe, True, override, MAX_VERIFICATION_GAS)
+            pm_verification = pm_verification * (100 + VERIFICATION_MARGIN_PERCENT) // 100
+            probe = replace(probe, paymaster_verification_gas_limit=pm_verification)
+        call_gas, success, result = await self._call(
+            "estimateCallGas", probe.packed(), MAX_CALL_GAS, TOLERANCE, override=override
+        )
+        if not success:
+            raise BundlerError(
+                RpcErrorCode.EXECUTION_REVERTED,
+                "UserOperation execution reverted",
+                {"revertData": to_hex(result)},
+            )
+        return GasEstimate(
+            pre_verification_gas=pvg,
+            verification_gas_limit=verification,
+            call_gas_limit=call_gas + CALL_MARGIN,
+            paymaster_verification_gas_limit=pm_verification,
+            paymaster_post_op_gas_limit=op.paymaster_post_op_gas_limit if op.paymaster else 0,
+        )

@@ -1,0 +1,206 @@
+"""The mempool: per-sender nonce queues, fee-bump replacement, ERC-7562 mempool limits. Pure.
+
+A sender holds at most one op per nonce. Replacing one takes at least 10% more on both
+maxFeePerGas and maxPriorityFeePerGas. Unstaked senders are limited to
+SAME_SENDER_MEMPOOL_COUNT ops, unstaked paymasters and factories to their UREP-020
+allowance, throttled entities to THROTTLED_ENTITY_MEMPOOL_COUNT; banned ones are refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from entryway.bundler.errors import BundlerError, RpcErrorCode, invalid_params
+from entryway.bundler.reputation import Reputation, ReputationStatus
+from entryway.bundler.validation.outcome import ValidationOutcome
+from entryway.domain.userop import UserOperation
+
+REPLACEMENT_BUMP_PERCENT = 10
+
+
+@dataclass(frozen=True, slots=True)
+class MempoolLimits:
+    same_sender: int = 4  # SAME_SENDER_MEMPOOL_COUNT
+    same_unstaked_entity: int = 10  # SAME_UNSTAKED_ENTITY_MEMPOOL_COUNT
+    throttled_entity: int = 4  # THROTTLED_ENTITY_MEMPOOL_COUNT
+    max_ops_allowed_unstaked_entity: int = 10_000
+    max_size: int = 10_000
+
+
+@dataclass(slots=True)
+class MempoolEntry:
+    op: UserOperation
+    user_op_hash: bytes
+    outcome: ValidationOutcome
+    sender_staked: bool
+    factory_staked: bool
+    paymaster_staked: bool
+    received_at: float
+    received_block: int
+    sequence: int = field(default=0)
+
+    @property
+    def max_gas(self) -> int:
+        op = self.op
+        return (
+            op.pre_verification_gas
+            + op.verification_gas_limit
+            + op.call_gas_limit
+            + op.paymaster_verification_gas_limit
+            + op.paymaster_post_op_gas_limit
+        )
+
+    @property
+    def max_cost(self) -> int:
+        return self.max_gas * self.op.max_fee_per_gas
+
+    def entities(self) -> Iterator[tuple[str, str, bool]]:
+        """(role, address, staked) for the factory and paymaster it uses."""
+        if self.op.factory is not None:
+            yield "factory", self.op.factory, self.factory_staked
+        if self.op.paymaster is not None:
+            yield "paymaster", self.op.paymaster, self.paymaster_staked
+
+
+def _bumped(old: int) -> int:
+    return old + old * REPLACEMENT_BUMP_PERCENT // 100
+
+
+class Mempool:
+    def __init__(self, reputation: Reputation, limits: MempoolLimits = MempoolLimits()) -> None:
+        self.reputation = reputation
+        self.limits = limits
+        self._by_hash: dict[bytes, MempoolEntry] = {}
+        self._by_sender: dict[str, dict[int, MempoolEntry]] = {}
+        self._sequence = 0
+
+    def __len__(self) -> int:
+        return len(self._by_hash)
+
+    def get(self, user_op_hash: bytes) -> MempoolEntry | None:
+        return self._by_hash.get(user_op_hash)
+
+    def entries(self) -> list[MempoolEntry]:
+        """In arrival order."""
+        return sorted(self._by_hash.values(), key=lambda e: e.sequence)
+
+    def for_sender(self, sender: str) -> list[MempoolEntry]:
+        return sorted(self._by_sender.get(sender, {}).values(), key=lambda e: e.op.nonce)
+
+    def _count_using(self, address: str) -> int:
+        return sum(
+            1
+            for e in self._by_hash.values()
+            if address in (e.op.sender, e.op.factory, e.op.paymaster)
+        )
+
+    def check_admission(self, entry: MempoolEntry) -> MempoolEntry | None:
+        """Raise if `entry` may not enter; return the entry it would replace, if any."""
+        op = entry.op
+        existing = self._by_sender.get(op.sender, {}).get(op.nonce)
+        if existing is not None:
+            self._check_replacement(existing.op, op)
+        elif len(self._by_hash) >= self.limits.max_size:
+            raise BundlerError(RpcErrorCode.INTERNAL_ERROR, "mempool is full")
+        self._check_reputation(entry, replacing=existing)
+        self._check_entity_roles(entry, replacing=existing)
+        return existing
+
+    def add(self, entry: MempoolEntry) -> MempoolEntry | None:
+        replaced = self.check_admission(entry)
+        if replaced is not None:
+            self.remove(replaced.user_op_hash)
+        self._sequence += 1
+        entry.sequence = self._sequence
+        self._by_hash[entry.user_op_hash] = entry
+        self._by_sender.setdefault(entry.op.sender, {})[entry.op.nonce] = entry
+        return replaced
+
+    @staticmethod
+    def _check_replacement(old: UserOperation, new: UserOperation) -> None:
+        if new.max_fee_per_gas < _bumped(old.max_fee_per_gas) or new.max_priority_fee_per_gas < (
+            _bumped(old.max_priority_fee_per_gas)
+        ):
+            raise invalid_params(
+                "replacement UserOperation must raise maxFeePerGas and maxPriorityFeePerGas "
+                f"by at least {REPLACEMENT_BUMP_PERCENT}%"
+            )
+
+    def _check_reputation(self, entry: MempoolEntry, replacing: MempoolEntry | None) -> None:
+        op = entry.op
+        discount = 1 if replacing is not None else 0
+        pending = len(self._by_sender.get(op.sender, {})) - discount
+        sender_status = self.reputation.status(op.sender)
+        if sender_status is ReputationStatus.BANNED:
+            raise BundlerError(RpcErrorCode.BANNED_OR_THROTTLED, f"sender {op.sender} is banned")
+        if not entry.sender_staked and pending >= self.limits.same_sender:
+            raise BundlerError(
+                RpcErrorCode.BANNED_OR_THROTTLED,
+                f"sender {op.sender} already has {pending} ops in the mempool; "
+                f"an unstaked sender may have {self.limits.same_sender}",
+            )
+        for role, address, staked in entry.entities():
+            status = self.reputation.status(address)
+            in_pool = self._count_using(address) - discount
+            if status is ReputationStatus.BANNED:
+                raise BundlerError(RpcErrorCode.BANNED_OR_THROTTLED, f"{role} {address} is banned")
+            if status is ReputationStatus.THROTTLED and in_pool >= self.limits.throttled_entity:
+                raise BundlerError(
+                    RpcErrorCode.BANNED_OR_THROTTLED, f"{role} {address} is throttled"
+                )
+            if not staked:
+                allowed = self.reputation.ops_allowed_unstaked(
+                    address,
+                    self.limits.same_unstaked_entity,
+                    self.limits.max_ops_allowed_unstaked_entity,
+                )
+                if in_pool >= allowed:
+                    raise BundlerError(
+                        RpcErrorCode.STAKE_TOO_LOW,
+                        f"unstaked {role} {address} already has {in_pool} ops in the mempool",
+                    )
+
+    def _check_entity_roles(self, entry: MempoolEntry, replacing: MempoolEntry | None) -> None:
+        """STO-040: an address is either a sender or an entity in the mempool, never both;
+        STO-041: an op may not touch storage of another pending op's sender."""
+        op = entry.op
+        others = [
+            e for e in self._by_hash.values() if e is not replacing and e.op.sender != op.sender
+        ]
+        entity_addresses = {a for _, a, _ in entry.entities()}
+        for other in others:
+            if op.sender in (other.op.factory, other.op.paymaster):
+                raise BundlerError(
+                    RpcErrorCode.BANNED_OPCODE,
+                    f"sender {op.sender} is used as an entity by another mempool op [STO-040]",
+                )
+            if other.op.sender in entity_addresses:
+                raise BundlerError(
+                    RpcErrorCode.BANNED_OPCODE,
+                    f"entity {other.op.sender} is a sender in the mempool [STO-040]",
+                )
+            if other.op.sender in entry.outcome.storage_touched:
+                raise BundlerError(
+                    RpcErrorCode.BANNED_OPCODE,
+                    f"accesses storage of {other.op.sender}, a sender in the mempool [STO-041]",
+                )
+
+    def remove(self, user_op_hash: bytes) -> MempoolEntry | None:
+        entry = self._by_hash.pop(user_op_hash, None)
+        if entry is not None:
+            queue = self._by_sender.get(entry.op.sender, {})
+            queue.pop(entry.op.nonce, None)
+            if not queue:
+                self._by_sender.pop(entry.op.sender, None)
+        return entry
+
+    def remove_where(self, predicate: Callable[[MempoolEntry], bool]) -> list[MempoolEntry]:
+        doomed = [e for e in self._by_hash.values() if predicate(e)]
+        for e in doomed:
+            self.remove(e.user_op_hash)
+        return doomed
+
+    def clear(self) -> None:
+        self._by_hash.clear()
+        self._by_sender.clear()

@@ -1,0 +1,120 @@
+"""UserOperation receipts and lookups, read from the chain's UserOperationEvent logs.
+
+Nothing is cached: every answer comes from the node's canonical chain, so a receipt whose
+block was dropped by a reorg disappears with it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from eth_abi.abi import decode
+
+from entryway import contracts
+from entryway.bundler.rpc_types import user_operation_json
+from entryway.chain.rpc import EthClient
+from entryway.domain.evm import checksum, hex_to_bytes, to_hex
+from entryway.domain.userop import UserOperation, user_op_hash
+
+EP = contracts.load("EntryPoint").abi
+USER_OP_EVENT = EP.event_topic("UserOperationEvent")
+REVERT_REASON_EVENT = EP.event_topic("UserOperationRevertReason")
+BEFORE_EXECUTION_EVENT = EP.event_topic("BeforeExecution")
+
+
+class ReceiptReader:
+    def __init__(
+        self, eth: EthClient, entry_point: str, chain_id: int, lookback_blocks: int
+    ) -> None:
+        self.eth = eth
+        self.entry_point = entry_point
+        self.chain_id = chain_id
+        self.lookback_blocks = lookback_blocks
+
+    async def _event_log(self, op_hash: bytes) -> dict[str, Any] | None:
+        latest = await self.eth.block_number()
+        logs = await self.eth.rpc.request(
+            "eth_getLogs",
+            [
+                {
+                    "address": self.entry_point,
+                    "topics": [to_hex(USER_OP_EVENT), to_hex(op_hash)],
+                    "fromBlock": hex(max(latest - self.lookback_blocks, 0)),
+                    "toBlock": "latest",
+                }
+            ],
+        )
+        return logs[-1] if logs else None
+
+    async def receipt(self, op_hash: bytes) -> dict[str, Any] | None:
+        log = await self._event_log(op_hash)
+        if log is None:
+            return None
+        tx = await self.eth.rpc.request("eth_getTransactionReceipt", [log["transactionHash"]])
+        if tx is None or tx["blockHash"] != log["blockHash"]:
+            return None  # reorged away between the two reads
+        event = EP.decode_event(
+            "UserOperationEvent",
+            [hex_to_bytes(t) for t in log["topics"]],
+            hex_to_bytes(log["data"]),
+        )
+        op_logs, reason = _logs_of_op(tx["logs"], log["logIndex"], self.entry_point, op_hash)
+        return {
+            "userOpHash": to_hex(op_hash),
+            "entryPoint": self.entry_point,
+            "sender": event["sender"],
+            "nonce": hex(event["nonce"]),
+            "paymaster": event["paymaster"],
+            "actualGasCost": hex(event["actualGasCost"]),
+            "actualGasUsed": hex(event["actualGasUsed"]),
+            "success": event["success"],
+            "reason": reason,
+            "logs": op_logs,
+            "receipt": tx,
+        }
+
+    async def user_operation(self, op_hash: bytes) -> dict[str, Any] | None:
+        log = await self._event_log(op_hash)
+        if log is None:
+            return None
+        tx = await self.eth.rpc.request("eth_getTransactionByHash", [log["transactionHash"]])
+        if tx is None or tx.get("blockHash") != log["blockHash"]:
+            return None
+        data = hex_to_bytes(tx["input"])
+        if data[:4] != EP.selector("handleOps"):
+            return None
+        (ops, _beneficiary) = EP.decode_call("handleOps", data)
+        for packed in ops:
+            op = UserOperation.from_packed(packed)
+            if user_op_hash(op, self.entry_point, self.chain_id) == op_hash:
+                return {
+                    "userOperation": user_operation_json(op),
+                    "entryPoint": self.entry_point,
+                    "transactionHash": tx["hash"],
+                    "blockHash": tx["blockHash"],
+                    "blockNumber": tx["blockNumber"],
+                }
+        return None
+
+
+def _logs_of_op(
+    logs: list[dict[str, Any]], event_index: str, entry_point: str, op_hash: bytes
+) -> tuple[list[dict[str, Any]], str]:
+    """The logs this op's execution emitted: those after the previous op's event (or after
+    BeforeExecution) and before its own UserOperationEvent; and its revert reason, if any."""
+    end = int(event_index, 16)
+    start = -1
+    reason = "0x"
+    ep = checksum(entry_point)
+    for log in logs:
+        index = int(log["logIndex"], 16)
+        if index >= end:
+            break
+        if checksum(log["address"]) == ep and log["topics"]:
+            topic = hex_to_bytes(log["topics"][0])
+            if topic in (USER_OP_EVENT, BEFORE_EXECUTION_EVENT):
+                start = index
+            elif topic == REVERT_REASON_EVENT and hex_to_bytes(log["topics"][1]) == op_hash:
+                (_nonce, revert) = decode(["uint256", "bytes"], hex_to_bytes(log["data"]))
+                reason = to_hex(revert)
+    return [log for log in logs if start < int(log["logIndex"], 16) < end], reason

@@ -1,0 +1,259 @@
+"""The bundler's JSON-RPC methods (ERC-4337, ERC-7769 debug namespace, and Entryway's own),
+dispatched by name. Transport-free: the HTTP server and the service's API both use it."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from entryway import contracts
+from entryway.bundler.errors import BundlerError, RpcErrorCode, invalid_params
+from entryway.bundler.gas.estimation import GasEstimator
+from entryway.bundler.rpc_types import (
+    parse_address,
+    parse_data,
+    parse_user_operation,
+    user_operation_json,
+)
+from entryway.bundler.service import Bundler, BundlingMode
+from entryway.chain.rpc import RpcError, RpcTransportError
+from entryway.domain.evm import to_hex
+
+log = logging.getLogger("entryway.bundler.rpc")
+EP = contracts.load("EntryPoint").abi
+Handler = Callable[[list[Any]], Awaitable[Any]]
+GAS_PRICE_TIERS = {"slow": (100, 100), "standard": (110, 150), "fast": (130, 200)}  # % of tip, base
+
+
+def _param(params: list[Any], index: int, name: str) -> Any:
+    if len(params) <= index:
+        raise invalid_params(f"missing parameter {index}: {name}")
+    return params[index]
+
+
+def _hash_param(params: list[Any]) -> bytes:
+    raw = parse_data(_param(params, 0, "userOpHash"), "userOpHash")
+    if len(raw) != 32:
+        raise invalid_params("userOpHash: expected 32 bytes")
+    return raw
+
+
+class BundlerRpc:
+    def __init__(self, bundler: Bundler, estimator: GasEstimator, *, debug: bool = False) -> None:
+        self.bundler = bundler
+        self.estimator = estimator
+        self.methods: dict[str, Handler] = {
+            "eth_chainId": self.chain_id,
+            "eth_supportedEntryPoints": self.supported_entry_points,
+            "eth_sendUserOperation": self.send_user_operation,
+            "eth_estimateUserOperationGas": self.estimate_user_operation_gas,
+            "eth_getUserOperationByHash": self.get_user_operation_by_hash,
+            "eth_getUserOperationReceipt": self.get_user_operation_receipt,
+            "entryway_getUserOperationGasPrice": self.gas_price,
+            "entryway_getUserOperationStatus": self.op_status,
+        }
+        if debug:
+            self.methods.update(
+                {
+                    "debug_bundler_clearState": self.clear_state,
+                    "debug_bundler_clearMempool": self.clear_mempool,
+                    "debug_bundler_dumpMempool": self.dump_mempool,
+                    "debug_bundler_sendBundleNow": self.send_bundle_now,
+                    "debug_bundler_setBundlingMode": self.set_bundling_mode,
+                    "debug_bundler_setReputation": self.set_reputation,
+                    "debug_bundler_dumpReputation": self.dump_reputation,
+                    "debug_bundler_clearReputation": self.clear_reputation,
+                    "debug_bundler_addUserOps": self.add_user_ops,
+                    "debug_bundler_getStakeStatus": self.get_stake_status,
+                }
+            )
+
+    async def dispatch(self, request: Any) -> dict[str, Any] | None:
+        """One JSON-RPC request object in, one response object out (None for a notification)."""
+        if (
+            not isinstance(request, dict)
+            or request.get("jsonrpc") != "2.0"
+            or "method" not in request
+        ):
+            return _error(
+                None, BundlerError(RpcErrorCode.INVALID_REQUEST, "invalid JSON-RPC request")
+            )
+        request_id = request.get("id")
+        handler = self.methods.get(request["method"])
+        if handler is None:
+            error = BundlerError(
+                RpcErrorCode.METHOD_NOT_FOUND, f"method {request['method']} not found"
+            )
+            return _error(request_id, error)
+        params = request.get("params", [])
+        if not isinstance(params, list):
+            return _error(request_id, invalid_params("params must be an array"))
+        try:
+            result = await handler(params)
+        except BundlerError as exc:
+            return _error(request_id, exc)
+        except (RpcTransportError, RpcError) as exc:
+            log.warning("node error in %s: %s", request["method"], exc)
+            return _error(
+                request_id, BundlerError(RpcErrorCode.INTERNAL_ERROR, f"node error: {exc}")
+            )
+        if "id" not in request:
+            return None
+        return {"jsonrpc": "2.0", "id": request_id, "result": result}
+
+    # ------------------------------------------------------------------ eth_*
+
+    async def chain_id(self, params: list[Any]) -> str:
+        return hex(self.bundler.config.chain_id)
+
+    async def supported_entry_points(self, params: list[Any]) -> list[str]:
+        return [self.bundler.config.entry_point]
+
+    async def send_user_operation(self, params: list[Any]) -> str:
+        op = parse_user_operation(_param(params, 0, "userOp"))
+        self.bundler.check_entry_point(_param(params, 1, "entryPoint"))
+        return to_hex(await self.bundler.send(op))
+
+    async def estimate_user_operation_gas(self, params: list[Any]) -> dict[str, str]:
+        raw = _param(params, 0, "userOp")
+        if isinstance(raw, dict):
+            raw = {
+                **{
+                    k: "0x0"
+                    for k in (
+                        "callGasLimit",
+                        "verificationGasLimit",
+                        "preVerificationGas",
+                        "maxFeePerGas",
+                        "maxPriorityFeePerGas",
+                    )
+                },
+                **{k: v for k, v in raw.items() if v is not None},
+            }
+        op = parse_user_operation(raw)
+        self.bundler.check_entry_point(_param(params, 1, "entryPoint"))
+        override = params[2] if len(params) > 2 and isinstance(params[2], dict) else None
+        return (await self.estimator.estimate(op, override)).to_json()
+
+    async def get_user_operation_by_hash(self, params: list[Any]) -> dict[str, Any] | None:
+        op_hash = _hash_param(params)
+        entry = self.bundler.mempool.get(op_hash)
+        if entry is not None:
+            return {
+                "userOperation": user_operation_json(entry.op),
+                "entryPoint": self.bundler.config.entry_point,
+                "transactionHash": None,
+                "blockHash": None,
+                "blockNumber": None,
+            }
+        return await self.bundler.receipts.user_operation(op_hash)
+
+    async def get_user_operation_receipt(self, params: list[Any]) -> dict[str, Any] | None:
+        return await self.bundler.receipts.receipt(_hash_param(params))
+
+    async def gas_price(self, params: list[Any]) -> dict[str, dict[str, str]]:
+        block = await self.bundler.eth.get_block("latest")
+        base_fee = int(block.get("baseFeePerGas", "0x0"), 16)
+        tip = max(
+            await self.bundler.eth.max_priority_fee(), self.bundler.config.min_priority_fee_per_gas
+        )
+        out = {}
+        for tier, (tip_pct, base_pct) in GAS_PRICE_TIERS.items():
+            priority = tip * tip_pct // 100
+            out[tier] = {
+                "maxFeePerGas": hex(base_fee * base_pct // 100 + priority),
+                "maxPriorityFeePerGas": hex(priority),
+            }
+        return out
+
+    async def op_status(self, params: list[Any]) -> dict[str, Any]:
+        return await self.bundler.status(_hash_param(params))
+
+    # ------------------------------------------------------------------ debug_bundler_*
+
+    async def clear_state(self, params: list[Any]) -> str:
+        self.bundler.clear()
+        return "ok"
+
+    async def clear_mempool(self, params: list[Any]) -> str:
+        self.bundler.mempool.clear()
+        return "ok"
+
+    async def dump_mempool(self, params: list[Any]) -> list[dict[str, Any]]:
+        return [user_operation_json(e.op) for e in self.bundler.mempool.entries()]
+
+    async def send_bundle_now(self, params: list[Any]) -> str:
+        tx_hash = await self.bundler.bundle_once(wait=True)
+        return tx_hash or "ok"
+
+    async def set_bundling_mode(self, params: list[Any]) -> str:
+        mode = _param(params, 0, "mode")
+        try:
+            self.bundler.mode = BundlingMode(mode)
+        except ValueError:
+            raise invalid_params(f"mode must be 'auto' or 'manual', not {mode!r}") from None
+        return "ok"
+
+    async def set_reputation(self, params: list[Any]) -> str:
+        entries = _param(params, 0, "reputations")
+        if not isinstance(entries, list):
+            raise invalid_params("reputations must be an array")
+        for item in entries:
+            if not isinstance(item, dict):
+                raise invalid_params("each reputation entry must be an object")
+            self.bundler.reputation.set(
+                parse_address(item.get("address"), "address"),
+                _int(item.get("opsSeen", 0)),
+                _int(item.get("opsIncluded", 0)),
+            )
+        return "ok"
+
+    async def dump_reputation(self, params: list[Any]) -> list[dict[str, Any]]:
+        rep = self.bundler.reputation
+        return [
+            {
+                "address": e.address,
+                "opsSeen": hex(e.ops_seen),
+                "opsIncluded": hex(e.ops_included),
+                "status": rep.status(e.address).value,
+            }
+            for e in rep.entries()
+        ]
+
+    async def clear_reputation(self, params: list[Any]) -> str:
+        self.bundler.reputation.clear()
+        return "ok"
+
+    async def add_user_ops(self, params: list[Any]) -> str:
+        ops = _param(params, 0, "userOps")
+        if not isinstance(ops, list):
+            raise invalid_params("userOps must be an array")
+        for raw in ops:
+            await self.bundler.add_unchecked(parse_user_operation(raw))
+        return "ok"
+
+    async def get_stake_status(self, params: list[Any]) -> dict[str, Any]:
+        address = parse_address(_param(params, 0, "address"), "address")
+        raw = await self.bundler.eth.call(
+            self.bundler.config.entry_point, EP.encode_call("getDepositInfo", address)
+        )
+        (_deposit, _staked, stake, delay, _withdraw) = EP.decode_output("getDepositInfo", raw)[0]
+        from entryway.bundler.validation.rules import StakeInfo
+
+        return {
+            "stakeInfo": {"addr": address, "stake": hex(stake), "unstakeDelaySec": hex(delay)},
+            "isStaked": self.bundler.config.rules.is_staked(StakeInfo(stake, delay)),
+        }
+
+
+def _int(value: Any) -> int:
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str):
+        return int(value, 16) if value.startswith("0x") else int(value)
+    raise invalid_params(f"expected a number, got {value!r}")
+
+
+def _error(request_id: Any, error: BundlerError) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "error": error.to_rpc()}

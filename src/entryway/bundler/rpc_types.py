@@ -1,0 +1,123 @@
+"""The wire format of UserOperations (ERC-4337 v0.7/v0.8 RPC), parsed strictly."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from entryway.bundler.errors import invalid_params
+from entryway.domain.evm import checksum
+from entryway.domain.userop import UserOperation
+
+_HEX_QUANTITY = re.compile(r"^0x(0|[1-9a-fA-F][0-9a-fA-F]*)$")
+_HEX_DATA = re.compile(r"^0x([0-9a-fA-F]{2})*$")
+_ADDRESS = re.compile(r"^0x[0-9a-fA-F]{40}$")
+_UINT256_MAX = 2**256 - 1
+_UINT128_MAX = 2**128 - 1
+
+_REQUIRED = (
+    "sender",
+    "nonce",
+    "callData",
+    "callGasLimit",
+    "verificationGasLimit",
+    "preVerificationGas",
+    "maxFeePerGas",
+    "maxPriorityFeePerGas",
+    "signature",
+)
+
+
+def parse_quantity(value: Any, field: str, *, limit: int = _UINT256_MAX) -> int:
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif isinstance(value, str) and _HEX_QUANTITY.match(value):
+        number = int(value, 16)
+    elif isinstance(value, str) and re.match(r"^0x0[0-9a-fA-F]+$", value):
+        # Leading zeros are tolerated: several clients send them.
+        number = int(value, 16)
+    else:
+        raise invalid_params(f"{field}: expected a hex quantity, got {value!r}")
+    if not 0 <= number <= limit:
+        raise invalid_params(f"{field}: {number} is out of range")
+    return number
+
+
+def parse_data(value: Any, field: str) -> bytes:
+    if not isinstance(value, str) or not _HEX_DATA.match(value):
+        raise invalid_params(f"{field}: expected hex bytes, got {value!r}")
+    return bytes.fromhex(value[2:])
+
+
+def parse_address(value: Any, field: str) -> str:
+    if not isinstance(value, str) or not _ADDRESS.match(value):
+        raise invalid_params(f"{field}: expected a 20-byte address, got {value!r}")
+    return checksum(value)
+
+
+def parse_user_operation(raw: Any) -> UserOperation:
+    if not isinstance(raw, dict):
+        raise invalid_params("userOp: expected an object")
+    missing = [f for f in _REQUIRED if raw.get(f) is None]
+    if missing:
+        raise invalid_params(f"userOp: missing {', '.join(missing)}")
+    factory = raw.get("factory")
+    paymaster = raw.get("paymaster")
+    if factory in ("0x", "0x" + "00" * 20):
+        factory = None
+    if paymaster in ("0x", "0x" + "00" * 20):
+        paymaster = None
+    if raw.get("eip7702Auth") is not None:
+        raise invalid_params("eip7702Auth: EIP-7702 UserOperations are not supported")
+    return UserOperation(
+        sender=parse_address(raw["sender"], "sender"),
+        nonce=parse_quantity(raw["nonce"], "nonce"),
+        call_data=parse_data(raw["callData"], "callData"),
+        call_gas_limit=parse_quantity(raw["callGasLimit"], "callGasLimit", limit=_UINT128_MAX),
+        verification_gas_limit=parse_quantity(
+            raw["verificationGasLimit"], "verificationGasLimit", limit=_UINT128_MAX
+        ),
+        pre_verification_gas=parse_quantity(raw["preVerificationGas"], "preVerificationGas"),
+        max_fee_per_gas=parse_quantity(raw["maxFeePerGas"], "maxFeePerGas", limit=_UINT128_MAX),
+        max_priority_fee_per_gas=parse_quantity(
+            raw["maxPriorityFeePerGas"], "maxPriorityFeePerGas", limit=_UINT128_MAX
+        ),
+        signature=parse_data(raw["signature"], "signature"),
+        factory=None if factory is None else parse_address(factory, "factory"),
+        factory_data=parse_data(raw.get("factoryData") or "0x", "factoryData"),
+        paymaster=None if paymaster is None else parse_address(paymaster, "paymaster"),
+        paymaster_verification_gas_limit=parse_quantity(
+            raw.get("paymasterVerificationGasLimit") or "0x0",
+            "paymasterVerificationGasLimit",
+            limit=_UINT128_MAX,
+        ),
+        paymaster_post_op_gas_limit=parse_quantity(
+            raw.get("paymasterPostOpGasLimit") or "0x0",
+            "paymasterPostOpGasLimit",
+            limit=_UINT128_MAX,
+        ),
+        paymaster_data=parse_data(raw.get("paymasterData") or "0x", "paymasterData"),
+    )
+
+
+def user_operation_json(op: UserOperation) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "sender": op.sender,
+        "nonce": hex(op.nonce),
+        "callData": "0x" + op.call_data.hex(),
+        "callGasLimit": hex(op.call_gas_limit),
+        "verificationGasLimit": hex(op.verification_gas_limit),
+        "preVerificationGas": hex(op.pre_verification_gas),
+        "maxFeePerGas": hex(op.max_fee_per_gas),
+        "maxPriorityFeePerGas": hex(op.max_priority_fee_per_gas),
+        "signature": "0x" + op.signature.hex(),
+    }
+    if op.factory is not None:
+        out["factory"] = op.factory
+        out["factoryData"] = "0x" + op.factory_data.hex()
+    if op.paymaster is not None:
+        out["paymaster"] = op.paymaster
+        out["paymasterVerificationGasLimit"] = hex(op.paymaster_verification_gas_limit)
+        out["paymasterPostOpGasLimit"] = hex(op.paymaster_post_op_gas_limit)
+        out["paymasterData"] = "0x" + op.paymaster_data.hex()
+    return out

@@ -1,0 +1,379 @@
+"""The bundler's use cases: accept ops, bundle them, follow them on chain."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from entryway import contracts
+from entryway.bundler.bundling import BUNDLE_OVERHEAD_GAS, BundleLimits, select_bundle
+from entryway.bundler.errors import BundlerError, RpcErrorCode, invalid_params
+from entryway.bundler.gas.pvg import pre_verification_gas
+from entryway.bundler.mempool import Mempool, MempoolEntry, MempoolLimits
+from entryway.bundler.receipts import ReceiptReader
+from entryway.bundler.reputation import Reputation, ReputationStatus
+from entryway.bundler.submission import TransactionDroppedError, TransactionManager
+from entryway.bundler.validation.outcome import ValidationOutcome
+from entryway.bundler.validation.rules import RuleSettings
+from entryway.bundler.validation.sanity import SanityLimits, check_sanity
+from entryway.bundler.validation.simulation import Validator, failed_op_error
+from entryway.chain.rpc import EthClient, RpcError, TxReceipt
+from entryway.domain.userop import UserOperation, user_op_hash
+
+log = logging.getLogger("entryway.bundler")
+EP = contracts.load("EntryPoint").abi
+
+
+class BundlingMode(StrEnum):
+    AUTO = "auto"
+    MANUAL = "manual"
+
+
+class OpStatus(StrEnum):
+    NOT_FOUND = "not_found"
+    PENDING = "pending"
+    SUBMITTED = "submitted"
+    INCLUDED = "included"
+    FAILED = "failed"
+    DROPPED = "dropped"
+
+
+@dataclass(frozen=True, slots=True)
+class BundlerConfig:
+    entry_point: str
+    chain_id: int
+    beneficiary: str | None = None
+    mode: BundlingMode = BundlingMode.AUTO
+    auto_bundle_interval_s: float = 1.0
+    auto_bundle_mempool_size: int = 10  # bundle at once when this many ops wait
+    tracing: bool = True
+    rules: RuleSettings = field(default_factory=lambda: RuleSettings(min_stake_wei=10**18))
+    sanity: SanityLimits = field(default_factory=SanityLimits)
+    mempool: MempoolLimits = field(default_factory=MempoolLimits)
+    bundle: BundleLimits = field(default_factory=BundleLimits)
+    receipt_lookback_blocks: int = 10_000
+    min_priority_fee_per_gas: int = 0
+
+
+@dataclass(slots=True)
+class Tracked:
+    """What became of an op this bundler accepted."""
+
+    status: OpStatus
+    tx_hash: str | None = None
+    reason: str | None = None
+    updated_at: float = field(default_factory=time.time)
+
+
+class Bundler:
+    def __init__(
+        self,
+        eth: EthClient,
+        executors: list[TransactionManager],
+        validator: Validator,
+        config: BundlerConfig,
+    ) -> None:
+        if not executors:
+            raise ValueError("a bundler needs at least one executor key")
+        self.eth = eth
+        self.executors = executors
+        self.validator = validator
+        self.config = config
+        self.mode = config.mode
+        self.reputation = Reputation()
+        self.mempool = Mempool(self.reputation, config.mempool)
+        self.receipts = ReceiptReader(
+            eth, config.entry_point, config.chain_id, config.receipt_lookback_blocks
+        )
+        self.tracked: dict[bytes, Tracked] = {}
+        self._bundle_lock = asyncio.Lock()
+        self._wake = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._in_flight: dict[str, set[str]] = {}  # tx hash -> senders in that bundle
+
+    @property
+    def beneficiary(self) -> str:
+        return self.config.beneficiary or self.executors[0].address
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        self._tasks.append(asyncio.create_task(self._auto_bundle_loop(), name="auto-bundle"))
+        self._tasks.append(asyncio.create_task(self._decay_loop(), name="reputation-decay"))
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks.clear()
+
+    # ------------------------------------------------------------------ accepting ops
+
+    def op_hash(self, op: UserOperation) -> bytes:
+        return user_op_hash(op, self.config.entry_point, self.config.chain_id)
+
+    def check_entry_point(self, entry_point: Any) -> None:
+        if (
+            not isinstance(entry_point, str)
+            or entry_point.lower() != self.config.entry_point.lower()
+        ):
+            raise invalid_params(
+                f"unsupported EntryPoint {entry_point!r}; "
+                f"this bundler serves {self.config.entry_point}"
+            )
+
+    async def _chain_now(self) -> tuple[int, int, int]:
+        block = await self.eth.get_block("latest")
+        base_fee = int(block.get("baseFeePerGas", "0x0"), 16)
+        return (
+            int(block["number"], 16),
+            max(int(block["timestamp"], 16), int(time.time())),
+            base_fee,
+        )
+
+    async def send(self, op: UserOperation) -> bytes:
+        op_hash = self.op_hash(op)
+        block_number, now, base_fee = await self._chain_now()
+        self._reject_banned(op)
+        check_sanity(
+            op,
+            required_pvg=pre_verification_gas(op),
+            base_fee=0 if self.mode is BundlingMode.MANUAL else base_fee,
+            limits=self.config.sanity,
+            sender_has_code=bool(await self.eth.get_code(op.sender)),
+        )
+        existing = self.mempool.for_sender(op.sender)
+        for entry in existing:
+            if entry.op.nonce == op.nonce:
+                self.mempool._check_replacement(entry.op, op)  # cheap; before simulating
+        outcome = await self.validator.validate(op, now=now)
+        entry = self._entry(op, op_hash, outcome, block_number)
+        replaced = self.mempool.add(entry)
+        if replaced is not None:
+            self.tracked.pop(replaced.user_op_hash, None)
+        for address in (op.sender, op.factory, op.paymaster):
+            if address is not None:
+                self.reputation.seen(address)
+        self.tracked[op_hash] = Tracked(OpStatus.PENDING)
+        if len(self.mempool) >= self.config.auto_bundle_mempool_size:
+            self._wake.set()
+        return op_hash
+
+    def _entry(
+        self, op: UserOperation, op_hash: bytes, outcome: ValidationOutcome, block: int
+    ) -> MempoolEntry:
+        staked = self.config.rules.is_staked
+        return MempoolEntry(
+            op=op,
+            user_op_hash=op_hash,
+            outcome=outcome,
+            sender_staked=staked(outcome.sender_stake),
+            factory_staked=staked(outcome.factory_stake),
+            paymaster_staked=staked(outcome.paymaster_stake),
+            received_at=time.time(),
+            received_block=block,
+        )
+
+    def _reject_banned(self, op: UserOperation) -> None:
+        for role, address in (
+            ("sender", op.sender),
+            ("factory", op.factory),
+            ("paymaster", op.paymaster),
+        ):
+            if address is not None and self.reputation.status(address) is ReputationStatus.BANNED:
+                raise BundlerError(RpcErrorCode.BANNED_OR_THROTTLED, f"{role} {address} is banned")
+
+    async def add_unchecked(self, op: UserOperation) -> bytes:
+        """debug_bundler_addUserOps: into the mempool without validation."""
+        op_hash = self.op_hash(op)
+        block_number, _, _ = await self._chain_now()
+        from entryway.bundler.validation.outcome import ValidationData
+        from entryway.bundler.validation.rules import StakeInfo
+
+        blank = ValidationOutcome(
+            0, 0, ValidationData.unpack(0), ValidationData.unpack(0), b"",
+            StakeInfo(0, 0), StakeInfo(0, 0), StakeInfo(0, 0),
+        )  # fmt: skip
+        self.mempool.add(self._entry(op, op_hash, blank, block_number))
+        self.tracked[op_hash] = Tracked(OpStatus.PENDING)
+        return op_hash
+
+    # ------------------------------------------------------------------ bundling
+
+    async def _auto_bundle_loop(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.config.auto_bundle_interval_s)
+            self._wake.clear()
+            if self.mode is not BundlingMode.AUTO or not len(self.mempool):
+                continue
+            try:
+                await self.bundle_once(wait=False)
+            except Exception:
+                log.exception("bundling failed")
+
+    async def _decay_loop(self) -> None:
+        while True:
+            await asyncio.sleep(3600)
+            self.reputation.decay()
+
+    def _idle_executor(self) -> TransactionManager | None:
+        return next((e for e in self.executors if e.idle), None)
+
+    async def bundle_once(self, *, wait: bool) -> str | None:
+        """Build, check and send one bundle; with `wait`, return once it is mined."""
+        async with self._bundle_lock:
+            executor = self._idle_executor()
+            if executor is None:
+                return None
+            ops = await self._checked_bundle()
+            if not ops:
+                return None
+            gas = sum(e.max_gas for e in ops) + BUNDLE_OVERHEAD_GAS * 2
+            _, _, base_fee = await self._chain_now()
+            priority = max(
+                self.config.min_priority_fee_per_gas,
+                min(e.op.max_priority_fee_per_gas for e in ops),
+            )
+            max_fee = max(min(e.op.max_fee_per_gas for e in ops), base_fee + priority)
+            data = EP.encode_call("handleOps", [e.op.packed() for e in ops], self.beneficiary)
+            tx = await executor.send(self.config.entry_point, data, gas, max_fee, priority)
+            for e in ops:
+                self.mempool.remove(e.user_op_hash)
+                self.tracked[e.user_op_hash] = Tracked(OpStatus.SUBMITTED, tx.latest.tx_hash)
+            self._in_flight[tx.latest.tx_hash] = {e.op.sender for e in ops}
+        follow = self._follow(executor, tx, ops)
+        if wait:
+            await follow
+        else:
+            self._tasks.append(asyncio.create_task(follow))
+        return tx.latest.tx_hash
+
+    async def _checked_bundle(self) -> list[MempoolEntry]:
+        _, now, base_fee = await self._chain_now()
+        busy = {s for senders in self._in_flight.values() for s in senders}
+        candidates = [e for e in self.mempool.entries() if e.op.sender not in busy]
+        deposits = await self._deposits({e.op.paymaster for e in candidates if e.op.paymaster})
+        chosen = select_bundle(
+            candidates,
+            base_fee=0 if self.mode is BundlingMode.MANUAL else base_fee,
+            reputation=self.reputation,
+            paymaster_deposits=deposits,
+            limits=self.config.bundle,
+        )
+        revalidated = []
+        for entry in chosen:
+            try:
+                await self.validator.validate(entry.op, now=now, trace=False)
+            except BundlerError as exc:
+                self._drop(entry, f"second validation failed: {exc.message}")
+                if (
+                    entry.op.paymaster is not None
+                    and exc.code is not RpcErrorCode.REJECTED_BY_PAYMASTER
+                ):
+                    self.reputation.unseen(entry.op.paymaster)  # EREP-015
+                continue
+            revalidated.append(entry)
+        return await self._drop_failing(revalidated)
+
+    async def _drop_failing(self, ops: list[MempoolEntry]) -> list[MempoolEntry]:
+        """eth_call the bundle; drop whichever op the EntryPoint names, until it passes."""
+        executor = self.executors[0].address
+        while ops:
+            data = EP.encode_call("handleOps", [e.op.packed() for e in ops], self.beneficiary)
+            try:
+                await self.eth.call(self.config.entry_point, data, sender=executor)
+                return ops
+            except RpcError as exc:
+                decoded = EP.decode_error(exc.revert_data or b"")
+                if decoded is None or decoded.name not in ("FailedOp", "FailedOpWithRevert"):
+                    log.warning("bundle of %d ops reverts: %s", len(ops), exc)
+                    return []
+                culprit = ops.pop(int(decoded.args[0]))
+                reason = failed_op_error(decoded).message
+                self._drop(culprit, reason)
+                if culprit.op.paymaster is not None and reason.startswith("AA3"):
+                    self.reputation.penalise(culprit.op.paymaster)  # GREP-040
+                elif culprit.op.factory is not None and reason.startswith("AA1"):
+                    self.reputation.penalise(culprit.op.factory)
+        return []
+
+    def _drop(self, entry: MempoolEntry, reason: str) -> None:
+        self.mempool.remove(entry.user_op_hash)
+        self.tracked[entry.user_op_hash] = Tracked(OpStatus.DROPPED, reason=reason)
+
+    async def _deposits(self, paymasters: set[str]) -> dict[str, int]:
+        deposits = {}
+        for pm in paymasters:
+            raw = await self.eth.call(self.config.entry_point, EP.encode_call("balanceOf", pm))
+            deposits[pm] = int(EP.decode_output("balanceOf", raw)[0])
+        return deposits
+
+    async def _follow(self, executor: TransactionManager, tx: Any, ops: list[MempoolEntry]) -> None:
+        first_hash = tx.latest.tx_hash
+        try:
+            receipt = await executor.wait(tx)
+        except TransactionDroppedError as exc:
+            for e in ops:
+                self.tracked[e.user_op_hash] = Tracked(OpStatus.DROPPED, reason=str(exc))
+            return
+        finally:
+            self._in_flight.pop(first_hash, None)
+        self._record(receipt, ops)
+
+    def _record(self, receipt: TxReceipt, ops: list[MempoolEntry]) -> None:
+        topic = EP.event_topic("UserOperationEvent")
+        outcomes = {}
+        for entry_log in receipt.logs:
+            if entry_log.topics and entry_log.topics[0] == topic:
+                outcomes[entry_log.topics[1]] = EP.decode_event(
+                    "UserOperationEvent", entry_log.topics, entry_log.data
+                )["success"]
+        for e in ops:
+            success = outcomes.get(e.user_op_hash)
+            if success is None:
+                self.tracked[e.user_op_hash] = Tracked(
+                    OpStatus.FAILED, receipt.tx_hash, "not in bundle"
+                )
+                continue
+            status = OpStatus.INCLUDED if success else OpStatus.FAILED
+            self.tracked[e.user_op_hash] = Tracked(status, receipt.tx_hash)
+            for address in (e.op.sender, e.op.factory, e.op.paymaster):
+                if address is not None:
+                    self.reputation.included(address)
+
+    # ------------------------------------------------------------------ queries
+
+    async def status(self, op_hash: bytes) -> dict[str, Any]:
+        tracked = self.tracked.get(op_hash)
+        receipt = await self.receipts.receipt(op_hash)
+        if receipt is not None:
+            status = OpStatus.INCLUDED if receipt["success"] else OpStatus.FAILED
+            return {
+                "status": status.value,
+                "transactionHash": receipt["receipt"]["transactionHash"],
+            }
+        if tracked is None:
+            return {"status": OpStatus.NOT_FOUND.value}
+        if tracked.status in (OpStatus.INCLUDED, OpStatus.FAILED):
+            # We saw it mined, the chain no longer has it: a reorg took it; it is pending again
+            # only if resubmitted, so report it as dropped.
+            return {"status": OpStatus.DROPPED.value, "reason": "its block left the chain"}
+        out: dict[str, Any] = {"status": tracked.status.value}
+        if tracked.tx_hash:
+            out["transactionHash"] = tracked.tx_hash
+        if tracked.reason:
+            out["reason"] = tracked.reason
+        return out
+
+    def clear(self) -> None:
+        self.mempool.clear()
+        self.reputation.clear()
+        self.tracked.clear()

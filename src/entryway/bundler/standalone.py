@@ -1,0 +1,132 @@
+"""Composition root of the standalone bundler (`entryway bundler`)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from eth_account import Account
+from eth_account.signers.local import LocalAccount
+from starlette.applications import Starlette
+
+from entryway import contracts
+from entryway.bundler.gas.estimation import GasEstimator
+from entryway.bundler.rpc_methods import BundlerRpc
+from entryway.bundler.server import create_bundler_app
+from entryway.bundler.service import Bundler, BundlerConfig, BundlingMode
+from entryway.bundler.submission import TransactionManager
+from entryway.bundler.validation.rules import RuleSettings
+from entryway.bundler.validation.simulation import Simulator, Validator
+from entryway.chain.rpc import EthClient, JsonRpcClient
+from entryway.chain.transactor import Transactor
+from entryway.deploy.deployer import ContractDeployer, runtime_code_matches
+from entryway.deploy.plan import Operator, plan_deployment
+from entryway.domain.evm import checksum
+from entryway.domain.networks import NETWORKS
+from entryway.errors import ConfigurationError
+
+EP = contracts.load("EntryPoint").abi
+
+
+@dataclass(frozen=True)
+class StandaloneSettings:
+    rpc_url: str
+    entry_point: str
+    executor_keys: tuple[LocalAccount, ...]
+    debug_rpc: bool = False
+    auto_bundle_interval_s: float = 1.0
+    mode: BundlingMode = BundlingMode.AUTO
+    tracing: bool = True
+    min_stake_wei: int = 10**18
+    min_unstake_delay_s: int = 86_400
+    beneficiary: str | None = None
+    deploy_entry_point: bool = False
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+def read_executor_keys(files: list[Path]) -> tuple[LocalAccount, ...]:
+    keys: list[LocalAccount] = []
+    for path in files:
+        try:
+            lines = path.read_text().split()
+        except OSError as exc:
+            raise ConfigurationError(
+                f"cannot read executor key file {path}: {exc.strerror}"
+            ) from exc
+        for line in lines:
+            try:
+                keys.append(Account.from_key(line.strip()))
+            except (ValueError, TypeError):
+                raise ConfigurationError(
+                    f"{path} holds something that is not a private key"
+                ) from None
+    if not keys:
+        raise ConfigurationError("give at least one executor key")
+    return tuple(keys)
+
+
+async def build_bundler(eth: EthClient, settings: StandaloneSettings) -> BundlerRpc:
+    chain_id = await eth.chain_id()
+    entry_point = checksum(settings.entry_point)
+    code = await eth.get_code(entry_point)
+    if not code and settings.deploy_entry_point:
+        deployer = ContractDeployer(eth, Transactor(eth, settings.executor_keys[0], chain_id))
+        key = settings.executor_keys[0].address
+        await deployer.ensure_deterministic_deployer()
+        await deployer.ensure(plan_deployment(Operator(key, key, key)).entry_point)
+        code = await eth.get_code(entry_point)
+    if not code:
+        raise ConfigurationError(f"no EntryPoint at {entry_point} on chain {chain_id}")
+    if not runtime_code_matches("EntryPoint", code):
+        raise ConfigurationError(f"the code at {entry_point} is not EntryPoint v0.8")
+    raw = await eth.call(entry_point, EP.encode_call("senderCreator"))
+    sender_creator = EP.decode_output("senderCreator", raw)[0]
+    network = NETWORKS.get(chain_id)
+    min_priority = network.fee_rules.min_priority_fee_per_gas if network else 0
+    rules = RuleSettings(
+        min_stake_wei=settings.min_stake_wei, min_unstake_delay_s=settings.min_unstake_delay_s
+    )
+    config = BundlerConfig(
+        entry_point=entry_point,
+        chain_id=chain_id,
+        beneficiary=settings.beneficiary,
+        mode=settings.mode,
+        auto_bundle_interval_s=settings.auto_bundle_interval_s,
+        tracing=settings.tracing,
+        rules=rules,
+        min_priority_fee_per_gas=min_priority,
+    )
+    validator = Validator(
+        Simulator(eth, entry_point), sender_creator, rules, tracing=settings.tracing
+    )
+    executors = [TransactionManager(eth, key, chain_id) for key in settings.executor_keys]
+    bundler = Bundler(eth, executors, validator, config)
+    return BundlerRpc(bundler, GasEstimator(eth, entry_point), debug=settings.debug_rpc)
+
+
+def create_standalone_app(settings: StandaloneSettings) -> Starlette:
+    holder: dict[str, BundlerRpc] = {}
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with JsonRpcClient(settings.rpc_url) as rpc:
+            built = await build_bundler(EthClient(rpc), settings)
+            holder["rpc"] = built
+            await built.bundler.start()
+            try:
+                yield
+            finally:
+                await built.bundler.stop()
+
+    class _Lazy(BundlerRpc):
+        """Routes to the bundler the lifespan builds (nothing connects at import time)."""
+
+        def __init__(self) -> None:
+            pass
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(holder["rpc"], name)
+
+    return create_bundler_app(_Lazy(), lifespan=lifespan)

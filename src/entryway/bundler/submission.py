@@ -1,0 +1,169 @@
+"""One transaction manager per executor key: nonces, fees, replacement of stuck bundles,
+detection of dropped ones."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from eth_account.signers.local import LocalAccount
+
+from entryway.chain.rpc import EthClient, RpcError, TxReceipt
+from entryway.domain.evm import checksum, to_hex
+from entryway.errors import EntrywayError
+
+# A replacement must beat the pending transaction by 10% on both fees; bump a bit more.
+FEE_BUMP_PERCENT = 15
+
+
+class TransactionDroppedError(EntrywayError):
+    """The nonce was consumed by none of this transaction's attempts."""
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    tx_hash: str
+    max_fee_per_gas: int
+    max_priority_fee_per_gas: int
+
+
+@dataclass(slots=True)
+class PendingTransaction:
+    nonce: int
+    to: str
+    data: bytes
+    gas: int
+    attempts: list[Attempt] = field(default_factory=list)
+    sent_block: int = 0
+    sent_at: float = 0.0
+
+    @property
+    def latest(self) -> Attempt:
+        return self.attempts[-1]
+
+
+@dataclass(frozen=True, slots=True)
+class StuckPolicy:
+    after_blocks: int = 3
+    after_s: float = 30.0
+
+
+class TransactionManager:
+    def __init__(
+        self,
+        eth: EthClient,
+        account: LocalAccount,
+        chain_id: int,
+        *,
+        stuck: StuckPolicy = StuckPolicy(),
+    ) -> None:
+        self.eth = eth
+        self.account = account
+        self.chain_id = chain_id
+        self.stuck = stuck
+        self._next_nonce: int | None = None
+        self.pending: PendingTransaction | None = None
+
+    @property
+    def address(self) -> str:
+        return str(self.account.address)
+
+    @property
+    def idle(self) -> bool:
+        return self.pending is None
+
+    async def _nonce(self) -> int:
+        chain_nonce = await self.eth.get_nonce(self.address, "pending")
+        if self._next_nonce is None or chain_nonce > self._next_nonce:
+            self._next_nonce = chain_nonce
+        return self._next_nonce
+
+    async def _broadcast(self, tx: PendingTransaction, max_fee: int, priority: int) -> None:
+        raw: dict[str, Any] = {
+            "type": 2,
+            "chainId": self.chain_id,
+            "nonce": tx.nonce,
+            "to": checksum(tx.to),
+            "value": 0,
+            "data": to_hex(tx.data),
+            "gas": tx.gas,
+            "maxFeePerGas": max_fee,
+            "maxPriorityFeePerGas": priority,
+        }
+        signed = self.account.sign_transaction(raw)
+        tx_hash = await self.eth.send_raw_transaction(bytes(signed.raw_transaction))
+        tx.attempts.append(Attempt(tx_hash, max_fee, priority))
+        tx.sent_block = await self.eth.block_number()
+        tx.sent_at = time.monotonic()
+
+    async def send(
+        self, to: str, data: bytes, gas: int, max_fee: int, priority: int
+    ) -> PendingTransaction:
+        nonce = await self._nonce()
+        tx = PendingTransaction(nonce=nonce, to=to, data=data, gas=gas)
+        try:
+            await self._broadcast(tx, max_fee, priority)
+        except RpcError:
+            self._next_nonce = None  # resynchronise from the node next time
+            raise
+        self._next_nonce = nonce + 1
+        self.pending = tx
+        return tx
+
+    async def poll(self, tx: PendingTransaction) -> TxReceipt | None:
+        """The receipt once mined; bumps fees when stuck; raises if dropped."""
+        for attempt in reversed(tx.attempts):
+            receipt = await self.eth.get_receipt(attempt.tx_hash)
+            if receipt is not None:
+                self.pending = None
+                return receipt
+        mined_nonce = await self.eth.get_nonce(self.address, "latest")
+        if mined_nonce > tx.nonce:
+            # Our nonce is used, yet none of our attempts is mined: recheck once (a receipt
+            # may have landed between the two reads), then call it dropped.
+            for attempt in reversed(tx.attempts):
+                receipt = await self.eth.get_receipt(attempt.tx_hash)
+                if receipt is not None:
+                    self.pending = None
+                    return receipt
+            self.pending = None
+            raise TransactionDroppedError(
+                f"nonce {tx.nonce} of {self.address} was used by another tx"
+            )
+        blocks = await self.eth.block_number() - tx.sent_block
+        waited = time.monotonic() - tx.sent_at
+        if blocks >= self.stuck.after_blocks or waited >= self.stuck.after_s:
+            await self.replace(tx)
+        return None
+
+    async def replace(self, tx: PendingTransaction) -> None:
+        """Re-send with both fees raised, same nonce (a stuck bundle)."""
+        last = tx.latest
+        block = await self.eth.get_block("latest")
+        base_fee = int(block.get("baseFeePerGas", "0x0"), 16)
+        priority = last.max_priority_fee_per_gas * (100 + FEE_BUMP_PERCENT) // 100 + 1
+        max_fee = max(
+            last.max_fee_per_gas * (100 + FEE_BUMP_PERCENT) // 100 + 1, 2 * base_fee + priority
+        )
+        try:
+            await self._broadcast(tx, max_fee, priority)
+        except RpcError as exc:
+            if "nonce" not in exc.message.lower():
+                raise
+            # Already mined or replaced: the next poll tells which.
+
+    async def wait(
+        self, tx: PendingTransaction, *, within_s: float = 120.0, poll_s: float = 0.1
+    ) -> TxReceipt:
+        deadline = time.monotonic() + within_s
+        while True:
+            receipt = await self.poll(tx)
+            if receipt is not None:
+                return receipt
+            if time.monotonic() > deadline:
+                raise TransactionDroppedError(
+                    f"bundle {tx.latest.tx_hash} not mined within {within_s}s"
+                )
+            await asyncio.sleep(poll_s)

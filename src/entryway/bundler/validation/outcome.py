@@ -1,0 +1,55 @@
+"""What validation learns about an op: gas, prefund, validity windows, entities' stakes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from entryway.bundler.validation.rules import StakeInfo
+
+_ADDRESS_MASK = 2**160 - 1
+_UINT48_MAX = 2**48 - 1
+SIG_VALIDATION_FAILED = 1
+
+
+@dataclass(frozen=True, slots=True)
+class ValidationData:
+    """The EntryPoint's packed validation data, unpacked."""
+
+    aggregator: int  # 0: none, 1: signature failed, else an aggregator address
+    valid_after: int
+    valid_until: int  # 0 in the packed form means "no expiry", kept here as 2**48-1
+
+    @classmethod
+    def unpack(cls, value: int) -> ValidationData:
+        until = (value >> 160) & _UINT48_MAX
+        return cls(value & _ADDRESS_MASK, value >> 208, until or _UINT48_MAX)
+
+    @property
+    def signature_failed(self) -> bool:
+        return self.aggregator == SIG_VALIDATION_FAILED
+
+    @property
+    def has_aggregator(self) -> bool:
+        return self.aggregator > SIG_VALIDATION_FAILED
+
+
+@dataclass(frozen=True, slots=True)
+class ValidationOutcome:
+    pre_op_gas: int
+    prefund: int
+    account: ValidationData
+    paymaster: ValidationData
+    paymaster_context: bytes
+    sender_stake: StakeInfo
+    factory_stake: StakeInfo
+    paymaster_stake: StakeInfo
+    # Contracts whose storage validation touched (beyond the EntryPoint), for ERC-7562 STO-041.
+    storage_touched: frozenset[str] = frozenset()
+
+    @property
+    def valid_after(self) -> int:
+        return max(self.account.valid_after, self.paymaster.valid_after)
+
+    @property
+    def valid_until(self) -> int:
+        return min(self.account.valid_until, self.paymaster.valid_until)

@@ -1,0 +1,200 @@
+"""Validation by simulation: `simulateValidation` of EntryPointSimulations run at the
+EntryPoint's address through a state override, traced by the struct logger, judged by the
+ERC-7562 rules."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from entryway import contracts
+from entryway.bundler.errors import BundlerError, RpcErrorCode
+from entryway.bundler.validation.outcome import ValidationData, ValidationOutcome
+from entryway.bundler.validation.rules import (
+    Entities,
+    PreimagesNeeded,
+    RuleSettings,
+    StakeInfo,
+    check,
+)
+from entryway.bundler.validation.trace import KECCAK_COLLECTOR, parse_struct_logs
+from entryway.chain.rpc import EthClient, RpcError
+from entryway.contracts.abi import DecodedError
+from entryway.domain.evm import hex_to_bytes, to_hex
+from entryway.domain.userop import UserOperation
+
+SIMULATIONS = contracts.load("EntryPointSimulations")
+# Validation may not take more than this, whatever the op's limits say.
+SIMULATION_GAS_CAP = 20_000_000
+# An op must stay valid this long after it is accepted, or it could not be bundled.
+MIN_VALIDITY_S = 30
+_STRUCT_LOGGER = {"disableStorage": True, "enableMemory": False, "enableReturnData": False}
+
+
+def failed_op_error(decoded: DecodedError) -> BundlerError:
+    """FailedOp / FailedOpWithRevert from the EntryPoint, as the bundler RPC reports them."""
+    reason = str(decoded.args[1]) if len(decoded.args) > 1 else decoded.name
+    data: dict[str, Any] | None = None
+    if decoded.name == "FailedOpWithRevert" and len(decoded.args) > 2:
+        inner = decoded.args[2]
+        data = {"revertData": to_hex(inner)}
+        nested = SIMULATIONS.abi.decode_error(inner)
+        if nested is not None:
+            reason = f"{reason}: {nested}"
+    code = (
+        RpcErrorCode.REJECTED_BY_PAYMASTER
+        if reason.startswith("AA3")
+        else RpcErrorCode.REJECTED_BY_EP_OR_ACCOUNT
+    )
+    return BundlerError(code, reason, data)
+
+
+def revert_error(raw: bytes | None, fallback: str) -> BundlerError:
+    decoded = SIMULATIONS.abi.decode_error(raw or b"")
+    if decoded is None:
+        return BundlerError(RpcErrorCode.REJECTED_BY_EP_OR_ACCOUNT, fallback)
+    if decoded.name in ("FailedOp", "FailedOpWithRevert"):
+        return failed_op_error(decoded)
+    return BundlerError(RpcErrorCode.REJECTED_BY_EP_OR_ACCOUNT, str(decoded))
+
+
+class Simulator:
+    """Runs EntryPointSimulations against the live chain state."""
+
+    def __init__(self, eth: EthClient, entry_point: str) -> None:
+        self.eth = eth
+        self.entry_point = entry_point
+        self.override = {entry_point: {"code": to_hex(SIMULATIONS.deployed_bytecode)}}
+
+    def _call_object(self, data: bytes) -> dict[str, str]:
+        return {"to": self.entry_point, "data": to_hex(data), "gas": hex(SIMULATION_GAS_CAP)}
+
+    async def call(self, fn: str, *args: Any) -> tuple[Any, ...]:
+        data = SIMULATIONS.abi.encode_call(fn, *args)
+        try:
+            raw = await self.eth.call(
+                self.entry_point, data, state_override=self.override, block="latest"
+            )
+        except RpcError as exc:
+            raise revert_error(exc.revert_data, exc.message) from None
+        return SIMULATIONS.abi.decode_output(fn, raw)
+
+    async def trace(self, fn: str, *args: Any, tracer: str | None = None) -> Any:
+        data = SIMULATIONS.abi.encode_call(fn, *args)
+        options: dict[str, Any] = {"stateOverrides": self.override}
+        if tracer is None:
+            options.update(_STRUCT_LOGGER)
+        else:
+            options["tracer"] = tracer
+        return await self.eth.rpc.request(
+            "debug_traceCall", [self._call_object(data), "latest", options]
+        )
+
+
+def _outcome(result: tuple[Any, ...]) -> ValidationOutcome:
+    (return_info, sender_info, factory_info, paymaster_info, _aggregator) = result[0]
+    pre_op_gas, prefund, account_data, paymaster_data, context = return_info
+    return ValidationOutcome(
+        pre_op_gas=pre_op_gas,
+        prefund=prefund,
+        account=ValidationData.unpack(account_data),
+        paymaster=ValidationData.unpack(paymaster_data),
+        paymaster_context=context,
+        sender_stake=StakeInfo(*sender_info),
+        factory_stake=StakeInfo(*factory_info),
+        paymaster_stake=StakeInfo(*paymaster_info),
+    )
+
+
+class Validator:
+    def __init__(
+        self,
+        simulator: Simulator,
+        sender_creator: str,
+        settings: RuleSettings,
+        *,
+        tracing: bool = True,
+    ) -> None:
+        self.simulator = simulator
+        self.sender_creator = sender_creator
+        self.settings = settings
+        self.tracing = tracing
+
+    async def validate(
+        self, op: UserOperation, *, now: int, trace: bool | None = None
+    ) -> ValidationOutcome:
+        """Simulate `op`'s validation; with tracing, also enforce ERC-7562. `now` is the time
+        the next block may carry (the later of the wall clock and the latest block's)."""
+        if trace if trace is not None else self.tracing:
+            outcome = await self._traced(op)
+        else:
+            outcome = _outcome(await self.simulator.call("simulateValidation", op.packed()))
+        check_outcome(outcome, now)
+        return outcome
+
+    async def _traced(self, op: UserOperation) -> ValidationOutcome:
+        result = await self.simulator.trace("simulateValidation", op.packed())
+        output = hex_to_bytes(result.get("returnValue") or "0x")
+        if result.get("failed"):
+            raise revert_error(output, "simulateValidation reverted")
+        outcome = _outcome(SIMULATIONS.abi.decode_output("simulateValidation", output))
+        trace = parse_struct_logs(
+            result["structLogs"],
+            entry_point=self.simulator.entry_point,
+            sender_creator=self.sender_creator,
+            sender=op.sender,
+            paymaster=op.paymaster,
+        )
+        who = Entities(
+            entry_point=self.simulator.entry_point,
+            sender=op.sender,
+            factory=op.factory,
+            paymaster=op.paymaster,
+            sender_stake=outcome.sender_stake,
+            factory_stake=outcome.factory_stake if op.factory else None,
+            paymaster_stake=outcome.paymaster_stake if op.paymaster else None,
+        )
+        try:
+            violations = check(trace, who, self.settings)
+        except PreimagesNeeded:
+            preimages = await self.simulator.trace(
+                "simulateValidation", op.packed(), tracer=KECCAK_COLLECTOR
+            )
+            trace.keccak_preimages = [hex_to_bytes(p) for p in preimages]
+            violations = check(trace, who, self.settings)
+        if violations:
+            first = violations[0]
+            raise BundlerError(first.code, first.message, {"rule": first.rule})
+        touched = {
+            access.address
+            for phase in trace.phases.values()
+            for access in phase.storage
+            if access.address not in (self.simulator.entry_point, op.sender)
+        }
+        return _with_storage(outcome, frozenset(touched))
+
+
+def check_outcome(outcome: ValidationOutcome, now: int) -> None:
+    """Signatures, aggregators and validity windows, as simulation reported them."""
+    if outcome.account.signature_failed:
+        raise BundlerError(RpcErrorCode.INVALID_SIGNATURE, "Invalid UserOp signature")
+    if outcome.paymaster.signature_failed:
+        raise BundlerError(RpcErrorCode.INVALID_SIGNATURE, "Invalid paymaster signature")
+    if outcome.account.has_aggregator:
+        raise BundlerError(
+            RpcErrorCode.UNSUPPORTED_AGGREGATOR, "signature aggregators are not supported"
+        )
+    if outcome.valid_after > now:
+        raise BundlerError(
+            RpcErrorCode.SHORT_DEADLINE, f"UserOperation is not valid before {outcome.valid_after}"
+        )
+    if outcome.valid_until < now + MIN_VALIDITY_S:
+        raise BundlerError(
+            RpcErrorCode.SHORT_DEADLINE,
+            f"UserOperation expires at {outcome.valid_until}, too soon to be bundled",
+        )
+
+
+def _with_storage(outcome: ValidationOutcome, touched: frozenset[str]) -> ValidationOutcome:
+    from dataclasses import replace
+
+    return replace(outcome, storage_touched=touched)
