@@ -51,6 +51,7 @@ def select_bundle(
         if current is None or entry.op.nonce < current.op.nonce:
             heads[entry.op.sender] = entry
     ranked = sorted(heads.values(), key=lambda e: (-effective_tip(e, base_fee), e.sequence))
+    all_senders = {e.op.sender for e in entries}
     for entry in ranked:
         op = entry.op
         if len(chosen) >= limits.max_ops or op.sender in senders:
@@ -65,6 +66,8 @@ def select_bundle(
         throttled = [a for a, s in statuses if s is ReputationStatus.THROTTLED]
         if any(throttled_uses[a] >= limits.throttled_entity_bundle_count for a in throttled):
             continue
+        if entry.outcome.storage_touched & (all_senders - {op.sender}):
+            continue  # STO-041: it would touch the storage of another sender in the bundle
         if op.paymaster is not None:
             deposit = paymaster_deposits.get(op.paymaster, 0)
             if committed[op.paymaster] + entry.max_cost > deposit:

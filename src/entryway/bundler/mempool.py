@@ -162,29 +162,33 @@ class Mempool:
                     )
 
     def _check_entity_roles(self, entry: MempoolEntry, replacing: MempoolEntry | None) -> None:
-        """STO-040: an address is either a sender or an entity in the mempool, never both;
-        STO-041: an op may not touch storage of another pending op's sender."""
+        """STO-040: an address is either a sender or an entity in the mempool, never both.
+        (STO-041, touching another pending sender's storage, is enforced per bundle.)"""
         op = entry.op
-        others = [
-            e for e in self._by_hash.values() if e is not replacing and e.op.sender != op.sender
-        ]
         entity_addresses = {a for _, a, _ in entry.entities()}
-        for other in others:
+        for other in self._by_hash.values():
+            if other is replacing or other.op.sender == op.sender:
+                continue
             if op.sender in (other.op.factory, other.op.paymaster):
                 raise BundlerError(
                     RpcErrorCode.BANNED_OPCODE,
-                    f"sender {op.sender} is used as an entity by another mempool op [STO-040]",
+                    f"The sender address {op.sender} is used as a different entity in another "
+                    "UserOperation currently in mempool [STO-040]",
                 )
             if other.op.sender in entity_addresses:
                 raise BundlerError(
                     RpcErrorCode.BANNED_OPCODE,
-                    f"entity {other.op.sender} is a sender in the mempool [STO-040]",
+                    f"A Paymaster or Factory at {other.op.sender} is used as a sender entity in "
+                    "another UserOperation currently in mempool [STO-040]",
                 )
-            if other.op.sender in entry.outcome.storage_touched:
-                raise BundlerError(
-                    RpcErrorCode.BANNED_OPCODE,
-                    f"accesses storage of {other.op.sender}, a sender in the mempool [STO-041]",
-                )
+
+    def committed_cost(self, paymaster: str, replacing: MempoolEntry | None = None) -> int:
+        """EREP-010: the most the paymaster's pending ops may cost it."""
+        return sum(
+            e.max_cost
+            for e in self._by_hash.values()
+            if e.op.paymaster == paymaster and e is not replacing
+        )
 
     def remove(self, user_op_hash: bytes) -> MempoolEntry | None:
         entry = self._by_hash.pop(user_op_hash, None)

@@ -10,6 +10,7 @@ from typing import Any
 from entryway import contracts
 from entryway.bundler.errors import BundlerError, RpcErrorCode, invalid_params
 from entryway.bundler.gas.estimation import GasEstimator
+from entryway.bundler.reputation import ReputationStatus
 from entryway.bundler.rpc_types import (
     parse_address,
     parse_data,
@@ -33,10 +34,10 @@ def _param(params: list[Any], index: int, name: str) -> Any:
 
 
 def _hash_param(params: list[Any]) -> bytes:
-    raw = parse_data(_param(params, 0, "userOpHash"), "userOpHash")
-    if len(raw) != 32:
-        raise invalid_params("userOpHash: expected 32 bytes")
-    return raw
+    value = params[0] if params else None
+    if not isinstance(value, str) or len(value) != 66:
+        raise invalid_params(f"Missing/invalid userOpHash: {value!r}")
+    return parse_data(value, "userOpHash")
 
 
 class BundlerRpc:
@@ -211,12 +212,13 @@ class BundlerRpc:
 
     async def dump_reputation(self, params: list[Any]) -> list[dict[str, Any]]:
         rep = self.bundler.reputation
+        codes = {ReputationStatus.OK: 0, ReputationStatus.THROTTLED: 1, ReputationStatus.BANNED: 2}
         return [
             {
                 "address": e.address,
-                "opsSeen": hex(e.ops_seen),
-                "opsIncluded": hex(e.ops_included),
-                "status": rep.status(e.address).value,
+                "opsSeen": e.ops_seen,
+                "opsIncluded": e.ops_included,
+                "status": codes[rep.status(e.address)],
             }
             for e in rep.entries()
         ]
@@ -242,7 +244,7 @@ class BundlerRpc:
         from entryway.bundler.validation.rules import StakeInfo
 
         return {
-            "stakeInfo": {"addr": address, "stake": hex(stake), "unstakeDelaySec": hex(delay)},
+            "stakeInfo": {"addr": address, "stake": stake, "unstakeDelaySec": delay},
             "isStaked": self.bundler.config.rules.is_staked(StakeInfo(stake, delay)),
         }
 

@@ -144,7 +144,6 @@ class Bundler:
         self._reject_banned(op)
         check_sanity(
             op,
-            required_pvg=pre_verification_gas(op),
             base_fee=0 if self.mode is BundlingMode.MANUAL else base_fee,
             limits=self.config.sanity,
             sender_has_code=bool(await self.eth.get_code(op.sender)),
@@ -155,12 +154,17 @@ class Bundler:
                 self.mempool._check_replacement(entry.op, op)  # cheap; before simulating
         outcome = await self.validator.validate(op, now=now)
         entry = self._entry(op, op_hash, outcome, block_number)
+        await self._check_paymaster_deposit(entry)
+        required = pre_verification_gas(op, outcome.pre_op_gas - op.pre_verification_gas)
+        if op.pre_verification_gas < required:
+            raise invalid_params(
+                f"preVerificationGas {op.pre_verification_gas} is below the {required} required"
+            )
         replaced = self.mempool.add(entry)
         if replaced is not None:
             self.tracked.pop(replaced.user_op_hash, None)
-        for address in (op.sender, op.factory, op.paymaster):
-            if address is not None:
-                self.reputation.seen(address)
+            self._forget_seen(replaced)
+        self._count_seen(entry)
         self.tracked[op_hash] = Tracked(OpStatus.PENDING)
         if len(self.mempool) >= self.config.auto_bundle_mempool_size:
             self._wake.set()
@@ -180,6 +184,40 @@ class Bundler:
             received_at=time.time(),
             received_block=block,
         )
+
+    @staticmethod
+    def _accountable(entry: MempoolEntry) -> list[str]:
+        """Entities whose reputation an op counts toward: its factory and paymaster, and its
+        sender only when staked (an unstaked sender is limited by count instead)."""
+        out = [a for _, a, _ in entry.entities()]
+        if entry.sender_staked:
+            out.append(entry.op.sender)
+        return out
+
+    def _count_seen(self, entry: MempoolEntry) -> None:
+        for address in self._accountable(entry):
+            self.reputation.seen(address)
+
+    def _forget_seen(self, entry: MempoolEntry) -> None:
+        for address in self._accountable(entry):
+            self.reputation.unseen(address)
+
+    async def _check_paymaster_deposit(self, entry: MempoolEntry) -> None:
+        """EREP-010: the paymaster's deposit must cover all its pending ops at their max cost."""
+        paymaster = entry.op.paymaster
+        if paymaster is None:
+            return
+        deposit = (await self._deposits({paymaster}))[paymaster]
+        same_nonce = next(
+            (e for e in self.mempool.for_sender(entry.op.sender) if e.op.nonce == entry.op.nonce),
+            None,
+        )
+        needed = self.mempool.committed_cost(paymaster, same_nonce) + entry.max_cost
+        if needed > deposit:
+            raise BundlerError(
+                RpcErrorCode.PAYMASTER_DEPOSIT_TOO_LOW,
+                f"paymaster deposit too low: {deposit} wei for {needed} wei of pending ops",
+            )
 
     def _reject_banned(self, op: UserOperation) -> None:
         for role, address in (
@@ -305,6 +343,16 @@ class Bundler:
                     self.reputation.penalise(culprit.op.factory)
         return []
 
+    def _blame(self, entry: MempoolEntry, exc: BundlerError) -> None:
+        """Who answers for an op that passed admission but failed before bundling."""
+        op = entry.op
+        paymaster_failed = exc.code is RpcErrorCode.REJECTED_BY_PAYMASTER
+        if op.paymaster is not None and (not paymaster_failed or entry.sender_staked):
+            # EREP-015: not the paymaster's fault; EREP-030: a staked account answers for it.
+            self.reputation.unseen(op.paymaster)
+        if not paymaster_failed and op.factory is not None and entry.factory_staked:
+            self.reputation.penalise(op.factory)  # EREP-020: the factory answers for its account
+
     def _drop(self, entry: MempoolEntry, reason: str) -> None:
         self.mempool.remove(entry.user_op_hash)
         self.tracked[entry.user_op_hash] = Tracked(OpStatus.DROPPED, reason=reason)
@@ -345,9 +393,8 @@ class Bundler:
                 continue
             status = OpStatus.INCLUDED if success else OpStatus.FAILED
             self.tracked[e.user_op_hash] = Tracked(status, receipt.tx_hash)
-            for address in (e.op.sender, e.op.factory, e.op.paymaster):
-                if address is not None:
-                    self.reputation.included(address)
+            for address in self._accountable(e):
+                self.reputation.included(address)
 
     # ------------------------------------------------------------------ queries
 

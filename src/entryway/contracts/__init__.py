@@ -20,7 +20,14 @@ VENDORED_CONTRACTS = (
     "SimpleAccountFactory",
 )
 SIMULATION_CONTRACTS = ("EntrywaySimulations",)
-TEST_CONTRACTS = ("TestCounter",)
+TEST_CONTRACTS = (
+    "TestCounter",
+    "TestStorage",
+    "RuleHelper",
+    "TestRulesAccount",
+    "TestRulesPaymaster",
+    "TestRulesFactory",
+)
 
 
 @dataclass(frozen=True)

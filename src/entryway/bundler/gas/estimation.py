@@ -110,8 +110,7 @@ class GasEstimator:
             call_gas_limit=0,
             paymaster_verification_gas_limit=MAX_VERIFICATION_GAS if op.paymaster else 0,
         )
-        pvg = pre_verification_gas(op)
-        probe = replace(probe, pre_verification_gas=pvg)
+        probe = replace(probe, pre_verification_gas=0)
         # Surfaces the real reason (signature length, AA2x, paymaster rejection) at once.
         await self._call("simulateValidation", probe.packed(), override=override)
         verification = await self._least(probe, False, override, MAX_VERIFICATION_GAS)
@@ -131,8 +130,14 @@ class GasEstimator:
                 "UserOperation execution reverted",
                 {"revertData": to_hex(result)},
             )
+        (((pre_op_gas, *_), *_),) = await self._call(
+            "simulateValidation", probe.packed(), override=override
+        )
+        final = replace(
+            op, verification_gas_limit=verification, call_gas_limit=call_gas + CALL_MARGIN
+        )
         return GasEstimate(
-            pre_verification_gas=pvg,
+            pre_verification_gas=pre_verification_gas(final, pre_op_gas),
             verification_gas_limit=verification,
             call_gas_limit=call_gas + CALL_MARGIN,
             paymaster_verification_gas_limit=pm_verification,

@@ -1,5 +1,13 @@
-"""preVerificationGas: what an op adds to the bundle transaction outside the EntryPoint's
-metering — its share of the intrinsic cost and the calldata it occupies. Pure."""
+"""preVerificationGas: what an op adds to the bundle transaction outside the EntryPoint's own
+metering — its share of the intrinsic cost, the calldata it occupies and the EntryPoint's
+per-op work — with the EIP-7623 calldata floor of Prague. Pure.
+
+The bundle transaction pays max(standard, floor), where standard is calldata at 4 gas per
+token plus execution, and floor is 10 gas per token (a token: a zero byte, or a quarter of a
+non-zero one). Execution an op brings is not known before it runs, so it is credited with
+what it is sure to use: its measured verification gas and a tenth of its call and postOp
+limits (the EntryPoint charges 10% of unused execution gas as a penalty).
+"""
 
 from __future__ import annotations
 
@@ -7,41 +15,63 @@ from dataclasses import dataclass
 
 from eth_abi.abi import encode
 
-from entryway.domain.userop import UserOperation
+from entryway.domain.userop import PACKED_USEROP_TYPEHASH, UserOperation
 
-PACKED_OP_TYPE = "(address,uint256,bytes,bytes,bytes32,uint256,bytes32,bytes,bytes)"
 DUMMY_SIGNATURE_LENGTH = 65
+_FIELDS = [
+    "bytes32",
+    "address",
+    "uint256",
+    "bytes",
+    "bytes",
+    "bytes32",
+    "uint256",
+    "bytes32",
+    "bytes",
+    "bytes",
+]
 
 
 @dataclass(frozen=True, slots=True)
 class CalldataPricing:
-    fixed: int = 21_000  # the bundle transaction's intrinsic gas
-    per_op: int = 18_300  # the EntryPoint's per-op work outside the op's own metering
-    per_word: int = 4  # memory and copying per 32-byte word of the packed op
-    zero_byte: int = 4
-    non_zero_byte: int = 16
-    # EIP-7623 (Prague): a calldata-heavy transaction pays at least 10 gas per token,
-    # a token being a zero byte or a quarter of a non-zero one.
-    floor_per_token: int = 10
-    bundle_size: int = 1
+    transaction_stipend: int = 21_000  # intrinsic gas of the bundle transaction
+    bundle_overhead: int = 9_830  # handleOps work shared by all ops
+    per_op_overhead: int = 7_260  # the EntryPoint's per-op work
+    per_call_data_word_milli: int = 9_500  # per 32-byte word of callData, in thousandths
+    token_gas: int = 4
+    floor_token_gas: int = 10  # EIP-7623
+    tokens_per_non_zero_byte: int = 4
+    expected_bundle_size: int = 1
 
 
-def packed_op_bytes(op: UserOperation) -> bytes:
-    """The op as it sits in handleOps' calldata (ABI-encoded), with a full-size signature."""
+def _encoded(op: UserOperation) -> bytes:
     signature = op.signature
     if len(signature) < DUMMY_SIGNATURE_LENGTH:
         signature = signature + b"\x01" * (DUMMY_SIGNATURE_LENGTH - len(signature))
-    return encode([PACKED_OP_TYPE], [op.with_signature(signature).packed()])
+    packed = op.with_signature(signature).packed()
+    return encode(_FIELDS, [PACKED_USEROP_TYPEHASH, *packed])
 
 
-def pre_verification_gas(op: UserOperation, pricing: CalldataPricing = CalldataPricing()) -> int:
-    data = packed_op_bytes(op)
+def tokens(data: bytes) -> int:
     zeros = data.count(0)
-    non_zeros = len(data) - zeros
-    calldata = zeros * pricing.zero_byte + non_zeros * pricing.non_zero_byte
-    words = (len(data) + 31) // 32
-    standard = pricing.fixed // pricing.bundle_size + pricing.per_op + pricing.per_word * words
-    standard += calldata
-    tokens = zeros + 4 * non_zeros
-    floor = pricing.fixed // pricing.bundle_size + pricing.floor_per_token * tokens
-    return max(standard, floor)
+    return zeros + (len(data) - zeros) * 4
+
+
+def pre_verification_gas(
+    op: UserOperation, verification_gas_used: int, pricing: CalldataPricing = CalldataPricing()
+) -> int:
+    """The least preVerificationGas `op` needs, given the verification gas it was measured to
+    use (account, factory and paymaster together)."""
+    data = _encoded(op)
+    token_count = tokens(data)
+    standard_calldata = token_count * pricing.token_gas
+    floor = token_count * pricing.floor_token_gas
+    words = (len(op.call_data) + 31) // 32
+    per_op = pricing.per_op_overhead + (pricing.per_call_data_word_milli * words + 999) // 1000
+    sure_to_use = (
+        op.call_gas_limit // 10 + op.paymaster_post_op_gas_limit // 10 + verification_gas_used
+    )
+    size = pricing.expected_bundle_size
+    execution = pricing.bundle_overhead // size + per_op + sure_to_use
+    total = pricing.transaction_stipend // size + max(standard_calldata + execution, floor)
+    return max(total - sure_to_use, 0)

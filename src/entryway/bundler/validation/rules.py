@@ -12,6 +12,7 @@ from entryway.bundler.errors import RpcErrorCode
 from entryway.bundler.validation.trace import (
     CallAccess,
     CodeAccess,
+    OpcodeUse,
     Phase,
     PhaseTrace,
     StorageAccess,
@@ -110,36 +111,52 @@ def check(trace: ValidationTrace, who: Entities, settings: RuleSettings) -> list
     found: list[Violation] = []
     for phase, t in trace.phases.items():
         staked = settings.is_staked(who.stake_of(phase))
-        found += _opcodes(t, who, staked)
+        found += _opcodes(t, who, staked, settings)
         found += _calls(t, who, settings)
         found += _code_accesses(t, who)
         found += _storage(t, who, settings, staked, trace.keccak_preimages)
     return found
 
 
-def _opcodes(t: PhaseTrace, who: Entities, staked: bool) -> Iterator[Violation]:
+def _opcodes(
+    t: PhaseTrace, who: Entities, staked: bool, settings: RuleSettings
+) -> Iterator[Violation]:
     creates = 0
     for use in t.opcodes:
         op = use.opcode
         if op in BLOCKED_OPCODES:
-            yield _v("OP-011", t.phase, f"uses banned opcode {op}")
+            if not _create_allowed(t, use, who, staked, settings):
+                yield _v("OP-011", t.phase, f"uses banned opcode: {op}")
         elif op == "GAS" and use.next_opcode not in CALL_OPCODES:
             yield _v("OP-012", t.phase, "uses GAS other than right before a *CALL")
         elif op in ("BALANCE", "SELFBALANCE") and not staked:
-            yield _v("OP-080", t.phase, f"uses {op} without stake")
+            yield _v("OP-080", t.phase, f"uses banned opcode: {op} (allowed only with stake)")
         elif op == "CREATE2":
-            creates += 1
+            if t.phase is Phase.FACTORY:
+                creates += 1
+            elif not _create_allowed(t, use, who, staked, settings):
+                yield _v("OP-031", t.phase, f"uses banned opcode: {op}")
         elif op not in ("GAS", "BALANCE", "SELFBALANCE"):
             yield _v("OP-013", t.phase, f"uses unassigned opcode {op}")
-    if creates:
-        if t.phase is not Phase.FACTORY:
-            yield _v("OP-031", t.phase, "uses CREATE2 outside the deployment phase")
-        elif creates > 1:
-            yield _v("OP-031", t.phase, f"uses CREATE2 {creates} times; once is allowed")
+    if creates and not (staked and t.phase is Phase.FACTORY):
+        if creates > 1:
+            yield _v("OP-031", t.phase, f"uses banned opcode: CREATE2 {creates} times")
         elif t.created and t.created[0] != who.sender:
-            yield _v("OP-031", t.phase, f"CREATE2 deployed {t.created[0]}, not the sender")
+            yield _v("OP-031", t.phase, f"uses CREATE2 to deploy {t.created[0]}, not the sender")
     if t.out_of_gas:
         yield _v("OP-020", t.phase, f"ran out of gas in {t.out_of_gas[0]}")
+
+
+def _create_allowed(
+    t: PhaseTrace, use: OpcodeUse, who: Entities, staked: bool, settings: RuleSettings
+) -> bool:
+    """OP-032: with a factory (even unstaked) the sender itself may CREATE while it is being
+    deployed; OP-033: with a staked factory, the sender itself or the factory may also CREATE2."""
+    if use.opcode not in ("CREATE", "CREATE2"):
+        return False
+    if t.phase is Phase.ACCOUNT and who.factory is not None and use.frame_address == who.sender:
+        return use.opcode == "CREATE" or settings.is_staked(who.factory_stake)
+    return t.phase is Phase.FACTORY and staked and use.frame_address == who.factory
 
 
 def _calls(t: PhaseTrace, who: Entities, settings: RuleSettings) -> Iterator[Violation]:

@@ -18,7 +18,6 @@ class SanityLimits:
 def check_sanity(
     op: UserOperation,
     *,
-    required_pvg: int,
     base_fee: int,
     limits: SanityLimits,
     sender_has_code: bool,
@@ -41,10 +40,6 @@ def check_sanity(
         and op.paymaster_verification_gas_limit > limits.max_verification_gas
     ):
         raise invalid_params("paymasterVerificationGasLimit is above the maximum")
-    if op.pre_verification_gas < required_pvg:
-        raise invalid_params(
-            f"preVerificationGas {op.pre_verification_gas} is below the {required_pvg} required"
-        )
     if op.max_priority_fee_per_gas > op.max_fee_per_gas:
         raise invalid_params("maxPriorityFeePerGas is above maxFeePerGas")
     if op.max_priority_fee_per_gas < limits.min_priority_fee_per_gas:
