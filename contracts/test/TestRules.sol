@@ -53,26 +53,27 @@ abstract contract RuleBreaker {
             helper.run(string(_slice(raw, 7, raw.length)), sender);
             return;
         }
-        if (_is(rule, "TIMESTAMP")) { assembly { pop(timestamp()) } }
-        else if (_is(rule, "NUMBER")) { assembly { pop(number()) } }
-        else if (_is(rule, "ORIGIN")) { assembly { pop(origin()) } }
-        else if (_is(rule, "GASPRICE")) { assembly { pop(gasprice()) } }
-        else if (_is(rule, "BASEFEE")) { assembly { pop(basefee()) } }
-        else if (_is(rule, "COINBASE")) { assembly { pop(coinbase()) } }
-        else if (_is(rule, "GASLIMIT")) { assembly { pop(gaslimit()) } }
-        else if (_is(rule, "PREVRANDAO")) { assembly { pop(prevrandao()) } }
-        else if (_is(rule, "BLOCKHASH")) { assembly { pop(blockhash(0)) } }
-        else if (_is(rule, "SELFBALANCE")) { assembly { pop(selfbalance()) } }
-        else if (_is(rule, "BALANCE")) { assembly { pop(balance(caller())) } }
-        else if (_is(rule, "GAS")) { assembly { pop(gas()) } }
+        // Each value is used in a comparison, so the optimizer cannot drop the opcode.
+        if (_is(rule, "TIMESTAMP")) _use(block.timestamp);
+        else if (_is(rule, "NUMBER")) _use(block.number);
+        else if (_is(rule, "ORIGIN")) _use(uint160(tx.origin));
+        else if (_is(rule, "GASPRICE")) _use(tx.gasprice);
+        else if (_is(rule, "BASEFEE")) _use(block.basefee);
+        else if (_is(rule, "COINBASE")) _use(uint160(address(block.coinbase)));
+        else if (_is(rule, "GASLIMIT")) _use(block.gaslimit);
+        else if (_is(rule, "PREVRANDAO")) _use(block.prevrandao);
+        else if (_is(rule, "BLOCKHASH")) _use(uint256(blockhash(0)));
+        else if (_is(rule, "SELFBALANCE")) _use(address(this).balance);
+        else if (_is(rule, "BALANCE")) _use(msg.sender.balance);
+        else if (_is(rule, "GAS")) _use(gasleft());
         else if (_is(rule, "CREATE")) { new Empty(); }
         else if (_is(rule, "CREATE2")) { new Empty{salt: bytes32(uint256(1))}(); }
         else if (_is(rule, "CALL_VALUE")) { (bool ok,) = address(store).call{value: 1}(""); (ok); }
         else if (_is(rule, "CALL_NO_CODE")) { (bool ok,) = address(0xdead).call(""); (ok); }
-        else if (_is(rule, "EXTCODESIZE_NO_CODE")) { assembly { pop(extcodesize(0xdead)) } }
+        else if (_is(rule, "EXTCODESIZE_NO_CODE")) _use(address(0xdead).code.length);
         else if (_is(rule, "EP_CALL")) { ep.getNonce(sender, 0); }
-        else if (_is(rule, "EP_EXTCODEHASH")) { address a = address(ep); assembly { pop(extcodehash(a)) } }
-        else if (_is(rule, "PRECOMPILE")) { (bool ok,) = address(0x0b).staticcall(""); (ok); }
+        else if (_is(rule, "EP_EXTCODEHASH")) _use(uint256(address(ep).codehash));
+        else if (_is(rule, "PRECOMPILE")) { (bool ok,) = address(0x0b).staticcall{gas: 5000}(""); (ok); }
         else if (_is(rule, "OOG")) { try this.loop{gas: 10000}() {} catch {} }
         else if (_is(rule, "OWN_STORAGE")) { counter += 1; }
         else if (_is(rule, "READ_OTHER")) { store.global(); }
@@ -80,6 +81,10 @@ abstract contract RuleBreaker {
         else if (_is(rule, "WRITE_SENDER")) { store.touch(sender); }
         else if (_is(rule, "WRITE_SELF")) { store.touch(address(this)); }
         else revert(string.concat("unknown rule ", rule));
+    }
+
+    function _use(uint256 value) private pure {
+        if (value == 0x5ca1ab1e) revert("improbable");
     }
 
     function _slice(bytes memory raw, uint256 start, uint256 end) private pure returns (bytes memory out) {

@@ -100,7 +100,7 @@ class Mempool:
         op = entry.op
         existing = self._by_sender.get(op.sender, {}).get(op.nonce)
         if existing is not None:
-            self._check_replacement(existing.op, op)
+            self.check_replacement(existing.op, op)
         elif len(self._by_hash) >= self.limits.max_size:
             raise BundlerError(RpcErrorCode.INTERNAL_ERROR, "mempool is full")
         self._check_reputation(entry, replacing=existing)
@@ -118,7 +118,7 @@ class Mempool:
         return replaced
 
     @staticmethod
-    def _check_replacement(old: UserOperation, new: UserOperation) -> None:
+    def check_replacement(old: UserOperation, new: UserOperation) -> None:
         if new.max_fee_per_gas < _bumped(old.max_fee_per_gas) or new.max_priority_fee_per_gas < (
             _bumped(old.max_priority_fee_per_gas)
         ):
@@ -149,7 +149,7 @@ class Mempool:
                 raise BundlerError(
                     RpcErrorCode.BANNED_OR_THROTTLED, f"{role} {address} is throttled"
                 )
-            if not staked:
+            if role == "paymaster" and not staked:  # UREP-020 limits unstaked paymasters only
                 allowed = self.reputation.ops_allowed_unstaked(
                     address,
                     self.limits.same_unstaked_entity,
@@ -162,10 +162,12 @@ class Mempool:
                     )
 
     def _check_entity_roles(self, entry: MempoolEntry, replacing: MempoolEntry | None) -> None:
+        self.check_roles(entry.op, replacing)
+
+    def check_roles(self, op: UserOperation, replacing: MempoolEntry | None = None) -> None:
         """STO-040: an address is either a sender or an entity in the mempool, never both.
         (STO-041, touching another pending sender's storage, is enforced per bundle.)"""
-        op = entry.op
-        entity_addresses = {a for _, a, _ in entry.entities()}
+        entity_addresses = {a for a in (op.factory, op.paymaster) if a is not None}
         for other in self._by_hash.values():
             if other is replacing or other.op.sender == op.sender:
                 continue

@@ -13,7 +13,7 @@ from typing import Any
 from entryway import contracts
 from entryway.bundler.bundling import BUNDLE_OVERHEAD_GAS, BundleLimits, select_bundle
 from entryway.bundler.errors import BundlerError, RpcErrorCode, invalid_params
-from entryway.bundler.gas.pvg import pre_verification_gas
+from entryway.bundler.gas.pvg import minimum_pre_verification_gas, pre_verification_gas
 from entryway.bundler.mempool import Mempool, MempoolEntry, MempoolLimits
 from entryway.bundler.receipts import ReceiptReader
 from entryway.bundler.reputation import Reputation, ReputationStatus
@@ -148,10 +148,18 @@ class Bundler:
             limits=self.config.sanity,
             sender_has_code=bool(await self.eth.get_code(op.sender)),
         )
-        existing = self.mempool.for_sender(op.sender)
-        for entry in existing:
-            if entry.op.nonce == op.nonce:
-                self.mempool._check_replacement(entry.op, op)  # cheap; before simulating
+        floor = minimum_pre_verification_gas(op)
+        if op.pre_verification_gas < floor:
+            raise invalid_params(
+                f"preVerificationGas {op.pre_verification_gas} is below the {floor} required"
+            )
+        # Cheap mempool checks before the costly simulation.
+        same_nonce = next(
+            (e for e in self.mempool.for_sender(op.sender) if e.op.nonce == op.nonce), None
+        )
+        if same_nonce is not None:
+            self.mempool.check_replacement(same_nonce.op, op)
+        self.mempool.check_roles(op, same_nonce)
         outcome = await self.validator.validate(op, now=now)
         entry = self._entry(op, op_hash, outcome, block_number)
         await self._check_paymaster_deposit(entry)

@@ -75,3 +75,10 @@ def pre_verification_gas(
     execution = pricing.bundle_overhead // size + per_op + sure_to_use
     total = pricing.transaction_stipend // size + max(standard_calldata + execution, floor)
     return max(total - sure_to_use, 0)
+
+
+def minimum_pre_verification_gas(
+    op: UserOperation, pricing: CalldataPricing = CalldataPricing()
+) -> int:
+    """A bound that holds whatever the op's verification uses: checkable before simulating."""
+    return pre_verification_gas(op, 10**12, pricing)

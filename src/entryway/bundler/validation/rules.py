@@ -228,7 +228,7 @@ def _storage(
                     "STO-031",
                     t.phase,
                     f"accesses its own storage (slot {hex(access.slot)}) without stake",
-                    RpcErrorCode.STAKE_TOO_LOW,
+                    RpcErrorCode.BANNED_OPCODE,
                 )
             continue
         if owner in entities:
@@ -258,7 +258,7 @@ def _non_entity_storage(
             phase,
             f"accesses the sender's associated storage in {access.address} before the account "
             "exists, with an unstaked factory",
-            RpcErrorCode.STAKE_TOO_LOW,
+            RpcErrorCode.BANNED_OPCODE,
         )
         return
     if entity is not None and staked and _is_associated(access.slot, entity, preimages):

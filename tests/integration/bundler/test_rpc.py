@@ -1,0 +1,269 @@
+"""The bundler's JSON-RPC methods, success and error paths, on a real anvil."""
+
+from __future__ import annotations
+
+import pytest
+
+from entryway.bundler.rpc_types import user_operation_json
+from entryway.domain.userop import UserOperation
+from tests.integration.bundler.conftest import RpcClient
+from tests.integration.harness import ACCOUNT, COUNTER, ETHER, Harness
+
+INVALID_PARAMS = -32602
+
+
+async def sponsored_op(h: Harness, call_data: bytes = b"", **kw: object) -> UserOperation:
+    owner = h.new_key()
+    op = h.sponsor(await h.build_op(owner.address, call_data, **kw))  # type: ignore[arg-type]
+    return h.sign(op, owner)
+
+
+async def test_chain_id_and_entry_points(client: RpcClient, harness: Harness) -> None:
+    assert await client.result("eth_chainId") == hex(harness.chain_id)
+    assert await client.result("eth_supportedEntryPoints") == [harness.deployment.entry_point]
+
+
+async def test_send_then_bundle_then_receipt(client: RpcClient, harness: Harness) -> None:
+    op = await sponsored_op(harness)
+    op_hash = await client.send(op)
+    assert op_hash == "0x" + (await harness.on_chain_hash(op)).hex()
+    assert await client.result("debug_bundler_dumpMempool", client.entry_point) == [
+        user_operation_json(op)
+    ]
+    pending = await client.result("eth_getUserOperationByHash", op_hash)
+    assert pending["blockNumber"] is None and pending["userOperation"] == user_operation_json(op)
+    assert (await client.result("entryway_getUserOperationStatus", op_hash))["status"] == "pending"
+
+    tx_hash = await client.bundle()
+
+    receipt = await client.result("eth_getUserOperationReceipt", op_hash)
+    assert receipt["success"] is True and receipt["sender"] == op.sender
+    assert receipt["paymaster"] == harness.deployment.paymaster
+    assert receipt["receipt"]["transactionHash"] == tx_hash
+    assert int(receipt["actualGasUsed"], 16) > 0
+    mined = await client.result("eth_getUserOperationByHash", op_hash)
+    assert mined["transactionHash"] == tx_hash and mined["entryPoint"] == client.entry_point
+    assert mined["userOperation"] == user_operation_json(op)
+    status = await client.result("entryway_getUserOperationStatus", op_hash)
+    assert status == {"status": "included", "transactionHash": tx_hash}
+    assert await client.result("debug_bundler_dumpMempool", client.entry_point) == []
+
+
+async def test_receipt_carries_the_ops_own_logs_and_revert_reason(
+    client: RpcClient, harness: Harness
+) -> None:
+    from tests.integration.test_smart_account import deploy_counter
+
+    counter = await deploy_counter(harness)
+    ok = await sponsored_op(
+        harness, ACCOUNT.encode_call("execute", counter, 0, COUNTER.encode_call("count"))
+    )
+    bad = await sponsored_op(
+        harness, ACCOUNT.encode_call("execute", counter, 0, COUNTER.encode_call("fail", "nope"))
+    )
+    ok_hash, bad_hash = await client.send(ok), await client.send(bad)
+    await client.bundle()
+    ok_receipt = await client.result("eth_getUserOperationReceipt", ok_hash)
+    assert [log["address"].lower() for log in ok_receipt["logs"]] == [counter.lower()]
+    bad_receipt = await client.result("eth_getUserOperationReceipt", bad_hash)
+    assert bad_receipt["success"] is False
+    assert COUNTER.decode_error(bytes.fromhex(bad_receipt["reason"][2:])).args == ("nope",)
+    status = await client.result("entryway_getUserOperationStatus", bad_hash)
+    assert status["status"] == "failed"
+
+
+async def test_unknown_hashes_give_null_and_bad_ones_an_error(client: RpcClient) -> None:
+    unknown = "0x" + "ab" * 32
+    assert await client.result("eth_getUserOperationReceipt", unknown) is None
+    assert await client.result("eth_getUserOperationByHash", unknown) is None
+    assert (await client.result("entryway_getUserOperationStatus", unknown))[
+        "status"
+    ] == "not_found"
+    for method in ("eth_getUserOperationReceipt", "eth_getUserOperationByHash"):
+        for bad in ("", "0x1234", 5):
+            error = await client.error(method, bad)
+            assert error["code"] == INVALID_PARAMS and "invalid userOpHash" in error["message"]
+
+
+@pytest.mark.parametrize(
+    ("mutate", "code", "fragment"),
+    [
+        (lambda j: {**j, "sender": "0x1234"}, INVALID_PARAMS, "sender"),
+        (lambda j: {**j, "nonce": "12"}, INVALID_PARAMS, "nonce"),
+        (lambda j: {k: v for k, v in j.items() if k != "callData"}, INVALID_PARAMS, "callData"),
+        (lambda j: {**j, "callGasLimit": hex(2**128)}, INVALID_PARAMS, "out of range"),
+        (
+            lambda j: {**j, "maxPriorityFeePerGas": hex(int(j["maxFeePerGas"], 16) + 1)},
+            INVALID_PARAMS,
+            "maxPriorityFeePerGas",
+        ),
+        (
+            lambda j: {**j, "verificationGasLimit": hex(50_000_000)},
+            INVALID_PARAMS,
+            "verificationGasLimit",
+        ),
+        (lambda j: {**j, "signature": "0x" + "00" * 65}, -32507, "signature"),
+    ],
+)
+async def test_bad_ops_are_rejected_with_their_code(
+    client: RpcClient, harness: Harness, mutate: object, code: int, fragment: str
+) -> None:
+    op = await sponsored_op(harness)
+    raw = mutate(user_operation_json(op))  # type: ignore[operator]
+    error = await client.error("eth_sendUserOperation", raw, client.entry_point)
+    assert error["code"] == code, error
+    assert fragment in error["message"], error
+    assert await client.result("debug_bundler_dumpMempool", client.entry_point) == []
+
+
+async def test_undeployed_sender_without_factory_is_rejected(
+    client: RpcClient, harness: Harness
+) -> None:
+    from dataclasses import replace
+
+    op = await sponsored_op(harness)
+    error = await client.send_error(replace(op, factory=None, factory_data=b""))
+    assert error["code"] == -32500 and "AA20" in error["message"]
+
+
+async def test_too_little_pre_verification_gas_is_refused(
+    client: RpcClient, harness: Harness
+) -> None:
+    owner = harness.new_key()
+    op = harness.sponsor(await harness.build_op(owner.address, b""))
+    from dataclasses import replace
+
+    op = harness.sign(harness.sponsor(replace(op, pre_verification_gas=30_000)), owner)
+    error = await client.send_error(op)
+    assert error["code"] == INVALID_PARAMS and "preVerificationGas" in error["message"]
+
+
+async def test_bad_paymaster_signature_is_an_invalid_signature(
+    client: RpcClient, harness: Harness
+) -> None:
+    owner = harness.new_key()
+    op = harness.sponsor(await harness.build_op(owner.address, b""), tamper=True)
+    error = await client.send_error(harness.sign(op, owner))
+    assert error == {"code": -32507, "message": "Invalid paymaster signature"}
+
+
+async def test_unsupported_entry_point_and_unknown_method(
+    client: RpcClient, harness: Harness
+) -> None:
+    op = await sponsored_op(harness)
+    error = await client.error(
+        "eth_sendUserOperation",
+        user_operation_json(op),
+        "0x0000000071727De22E5E9d8BAf0edAc6f37da032",
+    )
+    assert error["code"] == INVALID_PARAMS and "unsupported EntryPoint" in error["message"]
+    assert (await client.error("eth_noSuchMethod"))["code"] == -32601
+    response = await client.rpc.dispatch({"id": 1, "method": "eth_chainId"})
+    assert response is not None and response["error"]["code"] == -32600
+
+
+async def test_expired_sponsorship_is_a_short_deadline(client: RpcClient, harness: Harness) -> None:
+    owner = harness.new_key()
+    now = await harness.latest_timestamp()
+    op = harness.sponsor(await harness.build_op(owner.address, b""), valid_until=now + 5)
+    error = await client.send_error(harness.sign(op, owner))
+    assert error["code"] == -32503
+
+
+async def test_estimate_gives_limits_that_get_the_op_included(
+    client: RpcClient, harness: Harness
+) -> None:
+    from dataclasses import replace
+
+    from tests.integration.test_smart_account import deploy_counter
+
+    counter = await deploy_counter(harness)
+    owner = harness.new_key()
+    call = ACCOUNT.encode_call("execute", counter, 0, COUNTER.encode_call("count"))
+    draft = harness.sign(harness.sponsor(await harness.build_op(owner.address, call)), owner)
+    estimate = await client.result(
+        "eth_estimateUserOperationGas", user_operation_json(draft), client.entry_point
+    )
+    sized = replace(
+        draft,
+        pre_verification_gas=int(estimate["preVerificationGas"], 16),
+        verification_gas_limit=int(estimate["verificationGasLimit"], 16),
+        call_gas_limit=int(estimate["callGasLimit"], 16),
+    )
+    assert sized.verification_gas_limit < draft.verification_gas_limit
+    assert 20_000 < sized.call_gas_limit < draft.call_gas_limit
+    final = harness.sign(harness.sponsor(sized), owner)
+    op_hash = await client.send(final)
+    await client.bundle()
+    receipt = await client.result("eth_getUserOperationReceipt", op_hash)
+    assert receipt["success"] is True
+    assert await harness.call(counter, COUNTER, "counts", final.sender) == 1
+
+
+async def test_estimate_reports_a_reverting_call(client: RpcClient, harness: Harness) -> None:
+    from tests.integration.test_smart_account import deploy_counter
+
+    counter = await deploy_counter(harness)
+    owner = harness.new_key()
+    call = ACCOUNT.encode_call("execute", counter, 0, COUNTER.encode_call("fail", "no"))
+    draft = harness.sign(harness.sponsor(await harness.build_op(owner.address, call)), owner)
+    error = await client.error(
+        "eth_estimateUserOperationGas", user_operation_json(draft), client.entry_point
+    )
+    assert error["code"] == -32521
+    revert = bytes.fromhex(error["data"]["revertData"][2:])
+    assert COUNTER.decode_error(revert).args == ("no",)
+
+
+async def test_gas_price_tiers_are_ordered(client: RpcClient) -> None:
+    tiers = await client.result("entryway_getUserOperationGasPrice")
+    fees = [int(tiers[t]["maxFeePerGas"], 16) for t in ("slow", "standard", "fast")]
+    tips = [int(tiers[t]["maxPriorityFeePerGas"], 16) for t in ("slow", "standard", "fast")]
+    assert fees == sorted(fees) and tips == sorted(tips) and fees[0] > tips[0] > 0
+
+
+async def test_debug_namespace(client: RpcClient, harness: Harness) -> None:
+    assert await client.result("debug_bundler_setBundlingMode", "manual") == "ok"
+    assert (await client.error("debug_bundler_setBundlingMode", "sometimes"))[
+        "code"
+    ] == INVALID_PARAMS
+    assert await client.result("debug_bundler_sendBundleNow") == "ok"  # nothing to bundle
+    pm = harness.deployment.paymaster
+    assert (
+        await client.result(
+            "debug_bundler_setReputation",
+            [{"address": pm, "opsSeen": "0x14", "opsIncluded": 3}],
+            client.entry_point,
+        )
+        == "ok"
+    )
+    assert await client.result("debug_bundler_dumpReputation", client.entry_point) == [
+        {"address": pm, "opsSeen": 20, "opsIncluded": 3, "status": 0}
+    ]
+    stake = await client.result("debug_bundler_getStakeStatus", pm, client.entry_point)
+    assert stake == {
+        "stakeInfo": {"addr": pm, "stake": 10 * ETHER, "unstakeDelaySec": 86_400},
+        "isStaked": True,
+    }
+    op = await sponsored_op(harness)
+    assert (
+        await client.result(
+            "debug_bundler_addUserOps", [user_operation_json(op)], client.entry_point
+        )
+        == "ok"
+    )
+    assert len(await client.result("debug_bundler_dumpMempool", client.entry_point)) == 1
+    assert await client.result("debug_bundler_clearMempool") == "ok"
+    assert await client.result("debug_bundler_clearReputation") == "ok"
+    assert await client.result("debug_bundler_dumpReputation", client.entry_point) == []
+    assert await client.result("debug_bundler_clearState") == "ok"
+
+
+async def test_debug_namespace_is_off_unless_enabled(client: RpcClient) -> None:
+    from entryway.bundler.rpc_methods import BundlerRpc
+
+    plain = BundlerRpc(client.rpc.bundler, client.rpc.estimator, debug=False)
+    response = await plain.dispatch(
+        {"jsonrpc": "2.0", "id": 1, "method": "debug_bundler_clearState", "params": []}
+    )
+    assert response is not None and response["error"]["code"] == -32601
