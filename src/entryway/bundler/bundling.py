@@ -3,13 +3,13 @@
 Highest priority fee first (what the executor earns per gas), the oldest on ties; one op
 per sender (ERC-7562's storage isolation holds for one op per account), within the gas
 budget, throttled entities capped at THROTTLED_ENTITY_BUNDLE_COUNT, banned ones skipped,
-and a paymaster never committed beyond its deposit.
+and (checked later, by simulation) a paymaster never committed beyond its deposit.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from entryway.bundler.mempool import MempoolEntry
@@ -36,13 +36,11 @@ def select_bundle(
     *,
     base_fee: int,
     reputation: Reputation,
-    paymaster_deposits: Mapping[str, int],
     limits: BundleLimits = BundleLimits(),
 ) -> list[MempoolEntry]:
     chosen: list[MempoolEntry] = []
     senders: set[str] = set()
     throttled_uses: Counter[str] = Counter()
-    committed: Counter[str] = Counter()
     gas = BUNDLE_OVERHEAD_GAS
     # Lowest nonce per sender first, so the queue's head is what gets considered.
     heads: dict[str, MempoolEntry] = {}
@@ -68,11 +66,6 @@ def select_bundle(
             continue
         if entry.outcome.storage_touched & (all_senders - {op.sender}):
             continue  # STO-041: it would touch the storage of another sender in the bundle
-        if op.paymaster is not None:
-            deposit = paymaster_deposits.get(op.paymaster, 0)
-            if committed[op.paymaster] + entry.max_cost > deposit:
-                continue
-            committed[op.paymaster] += entry.max_cost
         for a in throttled:
             throttled_uses[a] += 1
         senders.add(op.sender)

@@ -306,12 +306,10 @@ class Bundler:
         _, now, base_fee = await self._chain_now()
         busy = {s for senders in self._in_flight.values() for s in senders}
         candidates = [e for e in self.mempool.entries() if e.op.sender not in busy]
-        deposits = await self._deposits({e.op.paymaster for e in candidates if e.op.paymaster})
         chosen = select_bundle(
             candidates,
             base_fee=0 if self.mode is BundlingMode.MANUAL else base_fee,
             reputation=self.reputation,
-            paymaster_deposits=deposits,
             limits=self.config.bundle,
         )
         revalidated = []
@@ -343,21 +341,22 @@ class Bundler:
                     log.warning("bundle of %d ops reverts: %s", len(ops), exc)
                     return []
                 culprit = ops.pop(int(decoded.args[0]))
-                reason = failed_op_error(decoded).message
-                self._drop(culprit, reason)
-                if culprit.op.paymaster is not None and reason.startswith("AA3"):
-                    self.reputation.penalise(culprit.op.paymaster)  # GREP-040
-                elif culprit.op.factory is not None and reason.startswith("AA1"):
-                    self.reputation.penalise(culprit.op.factory)
+                error = failed_op_error(decoded)
+                self._drop(culprit, error.message)
+                self._blame(culprit, error, after_second_validation=True)
         return []
 
-    def _blame(self, entry: MempoolEntry, exc: BundlerError) -> None:
+    def _blame(
+        self, entry: MempoolEntry, exc: BundlerError, *, after_second_validation: bool = False
+    ) -> None:
         """Who answers for an op that passed admission but failed before bundling."""
         op = entry.op
         paymaster_failed = exc.code is RpcErrorCode.REJECTED_BY_PAYMASTER
         if op.paymaster is not None and (not paymaster_failed or entry.sender_staked):
             # EREP-015: not the paymaster's fault; EREP-030: a staked account answers for it.
             self.reputation.unseen(op.paymaster)
+        elif op.paymaster is not None and after_second_validation:
+            self.reputation.penalise(op.paymaster)  # GREP-040
         if not paymaster_failed and op.factory is not None and entry.factory_staked:
             self.reputation.penalise(op.factory)  # EREP-020: the factory answers for its account
 

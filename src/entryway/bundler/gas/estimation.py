@@ -12,7 +12,7 @@ from typing import Any
 
 from entryway import contracts
 from entryway.bundler.errors import BundlerError, RpcErrorCode
-from entryway.bundler.gas.pvg import pre_verification_gas
+from entryway.bundler.gas.pvg import pre_verification_gas, with_full_signature
 from entryway.bundler.validation.simulation import revert_error
 from entryway.chain.rpc import EthClient, RpcError
 from entryway.domain.evm import to_hex
@@ -137,7 +137,7 @@ class GasEstimator:
             op, verification_gas_limit=verification, call_gas_limit=call_gas + CALL_MARGIN
         )
         return GasEstimate(
-            pre_verification_gas=pre_verification_gas(final, pre_op_gas),
+            pre_verification_gas=pre_verification_gas(with_full_signature(final), pre_op_gas),
             verification_gas_limit=verification,
             call_gas_limit=call_gas + CALL_MARGIN,
             paymaster_verification_gas_limit=pm_verification,

@@ -44,12 +44,15 @@ class CalldataPricing:
     expected_bundle_size: int = 1
 
 
+def with_full_signature(op: UserOperation) -> UserOperation:
+    """For estimates: a stub signature shorter than a real ECDSA one would undercount."""
+    if len(op.signature) >= DUMMY_SIGNATURE_LENGTH:
+        return op
+    return op.with_signature(op.signature + b"\x01" * (DUMMY_SIGNATURE_LENGTH - len(op.signature)))
+
+
 def _encoded(op: UserOperation) -> bytes:
-    signature = op.signature
-    if len(signature) < DUMMY_SIGNATURE_LENGTH:
-        signature = signature + b"\x01" * (DUMMY_SIGNATURE_LENGTH - len(signature))
-    packed = op.with_signature(signature).packed()
-    return encode(_FIELDS, [PACKED_USEROP_TYPEHASH, *packed])
+    return encode(_FIELDS, [PACKED_USEROP_TYPEHASH, *op.packed()])
 
 
 def tokens(data: bytes) -> int:

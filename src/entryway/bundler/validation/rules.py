@@ -128,11 +128,11 @@ def _opcodes(
             if not _create_allowed(t, use, who, staked, settings):
                 yield _v("OP-011", t.phase, f"uses banned opcode: {op}")
         elif op == "GAS" and use.next_opcode not in CALL_OPCODES:
-            yield _v("OP-012", t.phase, "uses GAS other than right before a *CALL")
+            yield _v("OP-012", t.phase, "uses banned opcode: GAS (not right before a *CALL)")
         elif op in ("BALANCE", "SELFBALANCE") and not staked:
             yield _v("OP-080", t.phase, f"uses banned opcode: {op} (allowed only with stake)")
         elif op == "CREATE2":
-            if t.phase is Phase.FACTORY:
+            if t.phase is Phase.FACTORY and use.frame_address != who.sender:
                 creates += 1
             elif not _create_allowed(t, use, who, staked, settings):
                 yield _v("OP-031", t.phase, f"uses banned opcode: {op}")
@@ -150,11 +150,12 @@ def _opcodes(
 def _create_allowed(
     t: PhaseTrace, use: OpcodeUse, who: Entities, staked: bool, settings: RuleSettings
 ) -> bool:
-    """OP-032: with a factory (even unstaked) the sender itself may CREATE while it is being
-    deployed; OP-033: with a staked factory, the sender itself or the factory may also CREATE2."""
+    """OP-032: with a factory (even unstaked) the sender's own code may CREATE, in its
+    constructor or its validation; EREP-060: with a staked factory, the sender's own code or
+    the factory itself may also CREATE2 (a utility contract they call may not)."""
     if use.opcode not in ("CREATE", "CREATE2"):
         return False
-    if t.phase is Phase.ACCOUNT and who.factory is not None and use.frame_address == who.sender:
+    if who.factory is not None and use.frame_address == who.sender:
         return use.opcode == "CREATE" or settings.is_staked(who.factory_stake)
     return t.phase is Phase.FACTORY and staked and use.frame_address == who.factory
 

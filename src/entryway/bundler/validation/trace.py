@@ -56,7 +56,7 @@ class Phase(StrEnum):
     PAYMASTER = "paymaster"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class OpcodeUse:
     opcode: str
     frame_address: str
@@ -152,7 +152,7 @@ def parse_struct_logs(
     if paymaster is not None:
         targets.setdefault(paymaster, Phase.PAYMASTER)
     frames = [_Frame(depth=1, owner=_Owner(entry_point), phase=None)]
-    unresolved: list[tuple[StorageAccess | CallAccess | CodeAccess, _Owner]] = []
+    unresolved: list[tuple[StorageAccess | CallAccess | CodeAccess | OpcodeUse, _Owner]] = []
     count = len(steps)
     for i, step in enumerate(steps):
         op: str = step["op"]
@@ -188,7 +188,10 @@ def parse_struct_logs(
                 if frame.owner.address is None:
                     unresolved.append((code_access, frame.owner))
             elif op in WATCHED or op not in ASSIGNED:
-                trace.opcodes.append(OpcodeUse(op, frame.address, next_op))
+                use = OpcodeUse(op, frame.address, next_op)
+                trace.opcodes.append(use)
+                if frame.owner.address is None:
+                    unresolved.append((use, frame.owner))
 
         entered = nxt is not None and nxt["depth"] == depth + 1
         if op in CALLS:
@@ -224,10 +227,13 @@ def parse_struct_logs(
                 if ended.phase is not None and created != _address(0):
                     ended.phase.created.append(created)
     for record, owner in unresolved:
+        resolved = owner.address or ""
         if isinstance(record, StorageAccess):
-            record.address = owner.address or ""
+            record.address = resolved
+        elif isinstance(record, OpcodeUse):
+            record.frame_address = resolved
         else:
-            record.caller = owner.address or ""
+            record.caller = resolved
     return ValidationTrace(phases)
 
 

@@ -1,0 +1,134 @@
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from entryway.bundler.bundling import BundleLimits, select_bundle
+from entryway.bundler.errors import BundlerError
+from entryway.bundler.mempool import Mempool, MempoolEntry
+from entryway.bundler.reputation import Reputation
+from entryway.bundler.validation.outcome import ValidationData, ValidationOutcome
+from entryway.bundler.validation.rules import StakeInfo
+from entryway.domain.userop import UserOperation
+
+PM = "0x9999999999999999999999999999999999999999"
+GWEI = 10**9
+
+
+def sender(i: int) -> str:
+    return "0x" + f"{i:040x}"
+
+
+def outcome(touched: frozenset[str] = frozenset()) -> ValidationOutcome:
+    blank = ValidationData.unpack(0)
+    zero = StakeInfo(0, 0)
+    return ValidationOutcome(0, 0, blank, blank, b"", zero, zero, zero, touched)
+
+
+def entry(
+    i: int, nonce: int = 0, tip: int = GWEI, gas: int = 100_000, **kw: object
+) -> MempoolEntry:
+    op = UserOperation(
+        sender=sender(i),
+        nonce=nonce,
+        call_data=b"",
+        call_gas_limit=gas,
+        verification_gas_limit=gas,
+        pre_verification_gas=50_000,
+        max_fee_per_gas=tip + 10 * GWEI,
+        max_priority_fee_per_gas=tip,
+        paymaster=kw.get("paymaster"),  # type: ignore[arg-type]
+    )
+    return MempoolEntry(
+        op=op,
+        user_op_hash=bytes([i % 256, nonce % 256]) + bytes(30),
+        outcome=kw.get("outcome", outcome()),  # type: ignore[arg-type]
+        sender_staked=bool(kw.get("staked", False)),
+        factory_staked=False,
+        paymaster_staked=bool(kw.get("pm_staked", True)),
+        received_at=0.0,
+        received_block=0,
+    )
+
+
+def test_replacement_rule_is_ten_percent_on_both_fees() -> None:
+    pool = Mempool(Reputation())
+    first = entry(1)
+    pool.add(first)
+    cheap = replace(first, user_op_hash=b"\x01" * 32)
+    cheap.op = replace(first.op, max_fee_per_gas=first.op.max_fee_per_gas * 2)
+    with pytest.raises(BundlerError):
+        pool.add(cheap)  # the tip did not move
+    better = replace(first, user_op_hash=b"\x02" * 32)
+    better.op = replace(
+        first.op,
+        max_fee_per_gas=first.op.max_fee_per_gas * 11 // 10,
+        max_priority_fee_per_gas=first.op.max_priority_fee_per_gas * 11 // 10,
+    )
+    assert pool.add(better) is first
+    assert [e.user_op_hash for e in pool.entries()] == [b"\x02" * 32]
+
+
+def test_unstaked_sender_limit_and_staked_exemption() -> None:
+    pool = Mempool(Reputation())
+    for nonce in range(4):
+        pool.add(entry(1, nonce))
+    with pytest.raises(BundlerError):
+        pool.add(entry(1, 4))
+    for nonce in range(6):
+        pool.add(entry(2, nonce, staked=True))
+    assert len(pool) == 10
+
+
+def test_unstaked_paymaster_limit() -> None:
+    pool = Mempool(Reputation())
+    for i in range(10):
+        pool.add(entry(i + 1, paymaster=PM, pm_staked=False))
+    with pytest.raises(BundlerError) as info:
+        pool.add(entry(50, paymaster=PM, pm_staked=False))
+    assert "unstaked paymaster" in info.value.message
+
+
+def test_bundle_takes_one_op_per_sender_by_tip_within_gas() -> None:
+    entries = [
+        entry(1, 0, tip=GWEI),
+        entry(1, 1, tip=5 * GWEI),
+        entry(2, tip=3 * GWEI),
+        entry(3, tip=2 * GWEI),
+    ]
+    for seq, e in enumerate(entries):
+        e.sequence = seq
+    chosen = select_bundle(entries, base_fee=GWEI, reputation=Reputation())
+    assert [(e.op.sender, e.op.nonce) for e in chosen] == [
+        (sender(2), 0),
+        (sender(3), 0),
+        (sender(1), 0),
+    ]
+    small = select_bundle(
+        entries, base_fee=GWEI, reputation=Reputation(), limits=BundleLimits(max_bundle_gas=600_000)
+    )
+    assert len(small) == 2
+
+
+def test_bundle_skips_ops_that_touch_another_senders_storage() -> None:
+    first = entry(1)
+    reader = entry(2, outcome=outcome(frozenset({sender(1)})))
+    reader.sequence = 1
+    chosen = select_bundle([first, reader], base_fee=GWEI, reputation=Reputation())
+    assert chosen == [first]  # STO-041
+
+
+def test_throttled_paymaster_is_capped_per_bundle() -> None:
+    rep = Reputation()
+    rep.set(PM, 150, 0)
+    entries = [entry(i + 1, paymaster=PM) for i in range(8)]
+    chosen = select_bundle(entries, base_fee=GWEI, reputation=rep)
+    assert len(chosen) == 4
+    rep.set(PM, 10_000, 0)
+    assert select_bundle(entries, base_fee=GWEI, reputation=rep) == []
+
+
+def test_ops_below_the_base_fee_wait() -> None:
+    e = entry(1)
+    assert select_bundle([e], base_fee=e.op.max_fee_per_gas + 1, reputation=Reputation()) == []
