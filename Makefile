@@ -7,7 +7,7 @@ STAMP := $(VENV)/.stamp
 NPM_STAMP := node_modules/.stamp
 DATA_DIR ?= .entryway
 
-.PHONY: setup run test lint typecheck format contracts check-contracts lock bench-gas clean devnet
+.PHONY: setup run test lint typecheck format contracts lock bench-gas bench-bundler clean devnet
 
 setup: $(STAMP) $(NPM_STAMP)
 
@@ -54,6 +54,9 @@ contracts: $(NPM_STAMP)
 lock: setup
 	$(BIN)/uv pip compile pyproject.toml --extra dev --generate-hashes --python-version 3.11 \
 	  --no-header -o requirements/dev.txt -q
+
+bench-bundler: setup
+	$(BIN)/python -m bench.bundler
 
 bench-gas: setup
 	$(BIN)/python -m bench.gas

@@ -26,6 +26,7 @@ from entryway.chain.rpc import EthClient, RpcError, TxReceipt
 from entryway.domain.userop import UserOperation, user_op_hash
 
 log = logging.getLogger("entryway.bundler")
+HEAD_TTL_S = 0.25
 EP = contracts.load("EntryPoint").abi
 
 
@@ -95,6 +96,9 @@ class Bundler:
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._in_flight: dict[str, set[str]] = {}  # tx hash -> senders in that bundle
+        self._head: tuple[int, int, int] | None = None
+        self._head_read_at = 0.0
+        self._head_lock = asyncio.Lock()
 
     @property
     def beneficiary(self) -> str:
@@ -146,7 +150,6 @@ class Bundler:
             op,
             base_fee=0 if self.mode is BundlingMode.MANUAL else base_fee,
             limits=self.config.sanity,
-            sender_has_code=bool(await self.eth.get_code(op.sender)),
         )
         floor = minimum_pre_verification_gas(op)
         if op.pre_verification_gas < floor:

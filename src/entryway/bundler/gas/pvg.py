@@ -15,21 +15,10 @@ from dataclasses import dataclass
 
 from eth_abi.abi import encode
 
-from entryway.domain.userop import PACKED_USEROP_TYPEHASH, UserOperation
+from entryway.domain.userop import UserOperation
 
 DUMMY_SIGNATURE_LENGTH = 65
-_FIELDS = [
-    "bytes32",
-    "address",
-    "uint256",
-    "bytes",
-    "bytes",
-    "bytes32",
-    "uint256",
-    "bytes32",
-    "bytes",
-    "bytes",
-]
+PACKED_OP_TYPE = "(address,uint256,bytes,bytes,bytes32,uint256,bytes32,bytes,bytes)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +41,8 @@ def with_full_signature(op: UserOperation) -> UserOperation:
 
 
 def _encoded(op: UserOperation) -> bytes:
-    return encode(_FIELDS, [PACKED_USEROP_TYPEHASH, *op.packed()])
+    """The op ABI-encoded as the PackedUserOperation struct, the shape it has in handleOps."""
+    return encode([PACKED_OP_TYPE], [op.packed()])
 
 
 def tokens(data: bytes) -> int:

@@ -105,10 +105,18 @@ def _v(
     return Violation(rule, code, phase, f"{phase.value} {message} [{rule}]")
 
 
-def check(trace: ValidationTrace, who: Entities, settings: RuleSettings) -> list[Violation]:
+def check(
+    trace: ValidationTrace,
+    who: Entities,
+    settings: RuleSettings,
+    paymaster_context: bytes = b"",
+) -> list[Violation]:
     """Every violation in the trace. Raises PreimagesNeeded if `trace.keccak_preimages` is
     missing and a storage access can only be judged by association."""
     found: list[Violation] = []
+    if paymaster_context and not settings.is_staked(who.paymaster_stake):
+        # EREP-050: a context means postOp work the paymaster commits to; only with stake.
+        found.append(_v("EREP-050", Phase.PAYMASTER, "returned a context without stake"))
     for phase, t in trace.phases.items():
         staked = settings.is_staked(who.stake_of(phase))
         found += _opcodes(t, who, staked, settings)
@@ -178,11 +186,11 @@ def _calls(t: PhaseTrace, who: Entities, settings: RuleSettings) -> Iterator[Vio
 
 
 def _entry_point_call(phase: Phase, call: CallAccess, who: Entities) -> Iterator[Violation]:
-    deposit_to = call.opcode == "CALL" and call.args_size == DEPOSIT_TO_CALL_SIZE
-    if deposit_to and call.caller in (who.sender, who.factory):
-        return  # OP-052: depositTo from the sender or the factory
-    if call.opcode == "CALL" and call.args_size == 0 and call.caller == who.sender:
-        return  # OP-053: the sender pays its prefund through the fallback
+    # OP-052 / OP-053: depositTo, or a plain value transfer to the fallback. The calling frame
+    # may be a helper of the sender's (the reference bundler allows it, and so does the
+    # conformance suite): what matters is that nothing else of the EntryPoint is used.
+    if call.opcode == "CALL" and call.args_size in (0, DEPOSIT_TO_CALL_SIZE):
+        return
     yield _v("OP-054", phase, "accesses the EntryPoint other than depositTo or the fallback")
 
 
@@ -199,6 +207,7 @@ def _code_accesses(t: PhaseTrace, who: Entities) -> Iterator[Violation]:
 
 
 def _has_no_code(access: CodeAccess) -> bool:
+    """EXTCODESIZE and EXTCODECOPY results are a code size; EXTCODEHASH's is a hash."""
     if access.result is None:
         return False
     if access.opcode == "EXTCODEHASH":

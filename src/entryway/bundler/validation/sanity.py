@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from entryway.bundler.errors import BundlerError, RpcErrorCode, invalid_params
+from entryway.bundler.errors import invalid_params
 from entryway.domain.userop import UserOperation
 
 
@@ -20,16 +20,8 @@ def check_sanity(
     *,
     base_fee: int,
     limits: SanityLimits,
-    sender_has_code: bool,
 ) -> None:
-    if op.factory is None and not sender_has_code:
-        raise BundlerError(
-            RpcErrorCode.REJECTED_BY_EP_OR_ACCOUNT, f"AA20 account not deployed: {op.sender}"
-        )
-    if op.factory is not None and sender_has_code:
-        raise BundlerError(
-            RpcErrorCode.REJECTED_BY_EP_OR_ACCOUNT, f"AA10 sender already constructed: {op.sender}"
-        )
+    """Field checks. Whether the sender exists (AA10/AA20) is left to the simulation."""
     if op.verification_gas_limit > limits.max_verification_gas:
         raise invalid_params(
             f"verificationGasLimit {op.verification_gas_limit} is above the maximum "

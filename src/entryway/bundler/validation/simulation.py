@@ -16,7 +16,11 @@ from entryway.bundler.validation.rules import (
     StakeInfo,
     check,
 )
-from entryway.bundler.validation.trace import KECCAK_COLLECTOR, parse_struct_logs
+from entryway.bundler.validation.trace import (
+    KECCAK_COLLECTOR,
+    ValidationTrace,
+    parse_struct_logs,
+)
 from entryway.chain.rpc import EthClient, RpcError
 from entryway.contracts.abi import DecodedError
 from entryway.domain.evm import hex_to_bytes, to_hex
@@ -131,6 +135,14 @@ class Validator:
         check_outcome(outcome, now)
         return outcome
 
+    async def _resolve_code_copies(self, trace: ValidationTrace) -> None:
+        """EXTCODECOPY leaves nothing on the stack to tell whether its target has code; ask
+        the node, for those (rare) targets only."""
+        for phase in trace.phases.values():
+            for access in phase.code_accesses:
+                if access.opcode == "EXTCODECOPY" and access.result is None:
+                    access.result = len(await self.simulator.eth.get_code(access.target))
+
     async def _traced(self, op: UserOperation) -> ValidationOutcome:
         result = await self.simulator.trace("simulateValidation", op.packed())
         output = hex_to_bytes(result.get("returnValue") or "0x")
@@ -153,14 +165,16 @@ class Validator:
             factory_stake=outcome.factory_stake if op.factory else None,
             paymaster_stake=outcome.paymaster_stake if op.paymaster else None,
         )
+        await self._resolve_code_copies(trace)
+        context = outcome.paymaster_context
         try:
-            violations = check(trace, who, self.settings)
+            violations = check(trace, who, self.settings, context)
         except PreimagesNeeded:
             preimages = await self.simulator.trace(
                 "simulateValidation", op.packed(), tracer=KECCAK_COLLECTOR
             )
             trace.keccak_preimages = [hex_to_bytes(p) for p in preimages]
-            violations = check(trace, who, self.settings)
+            violations = check(trace, who, self.settings, context)
         if violations:
             first = violations[0]
             raise BundlerError(first.code, first.message, {"rule": first.rule})
