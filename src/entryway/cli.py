@@ -185,6 +185,9 @@ def bundler(
         read_executor_keys,
     )
 
+    import logging
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     try:
         keys = read_executor_keys(executor_key_file)
     except EntrywayError as exc:

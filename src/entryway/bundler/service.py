@@ -284,6 +284,7 @@ class Bundler:
                 return None
             ops = await self._checked_bundle()
             if not ops:
+                log.info("nothing to bundle (%d ops in the mempool)", len(self.mempool))
                 return None
             gas = sum(e.max_gas for e in ops) + BUNDLE_OVERHEAD_GAS * 2
             _, _, base_fee = await self._chain_now()
@@ -321,11 +322,7 @@ class Bundler:
                 await self.validator.validate(entry.op, now=now, trace=False)
             except BundlerError as exc:
                 self._drop(entry, f"second validation failed: {exc.message}")
-                if (
-                    entry.op.paymaster is not None
-                    and exc.code is not RpcErrorCode.REJECTED_BY_PAYMASTER
-                ):
-                    self.reputation.unseen(entry.op.paymaster)  # EREP-015
+                self._blame(entry, exc)
                 continue
             revalidated.append(entry)
         return await self._drop_failing(revalidated)
@@ -364,6 +361,7 @@ class Bundler:
             self.reputation.penalise(op.factory)  # EREP-020: the factory answers for its account
 
     def _drop(self, entry: MempoolEntry, reason: str) -> None:
+        log.info("dropped op 0x%s of %s: %s", entry.user_op_hash.hex(), entry.op.sender, reason)
         self.mempool.remove(entry.user_op_hash)
         self.tracked[entry.user_op_hash] = Tracked(OpStatus.DROPPED, reason=reason)
 

@@ -20,7 +20,9 @@ from entryway.domain.userop import UserOperation
 
 ESTIMATOR = contracts.load("EntrywaySimulations")
 MAX_VERIFICATION_GAS = 10_000_000
-MAX_CALL_GAS = 20_000_000
+# Estimation runs in one eth_call under the node's gas cap (often the block gas limit): the
+# first probe and the bisection together must fit, so the ceiling stays well below it.
+MAX_CALL_GAS = 10_000_000
 TOLERANCE = 1_000
 # Headroom over the least limit that passed: signatures and storage vary a little op to op.
 VERIFICATION_MARGIN_PERCENT = 10
@@ -121,8 +123,10 @@ class GasEstimator:
             pm_verification = await self._least(probe, True, override, MAX_VERIFICATION_GAS)
             pm_verification = pm_verification * (100 + VERIFICATION_MARGIN_PERCENT) // 100
             probe = replace(probe, paymaster_verification_gas_limit=pm_verification)
+        # A caller's own callGasLimit is the ceiling to search under, when it gives one.
+        ceiling = op.call_gas_limit or MAX_CALL_GAS
         call_gas, success, result = await self._call(
-            "estimateCallGas", probe.packed(), MAX_CALL_GAS, TOLERANCE, override=override
+            "estimateCallGas", probe.packed(), ceiling, TOLERANCE, override=override
         )
         if not success:
             raise BundlerError(

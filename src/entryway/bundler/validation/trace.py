@@ -101,7 +101,7 @@ class PhaseTrace:
     storage: list[StorageAccess] = field(default_factory=list)
     calls: list[CallAccess] = field(default_factory=list)
     code_accesses: list[CodeAccess] = field(default_factory=list)
-    created: list[str] = field(default_factory=list)  # CREATE/CREATE2 results, in order
+    created: list[str] = field(default_factory=list)  # CREATE2 results, in the order called
     out_of_gas: list[str] = field(default_factory=list)  # frames that ended abnormally
 
 
@@ -163,6 +163,7 @@ def parse_struct_logs(
         targets.setdefault(paymaster, Phase.PAYMASTER)
     frames = [_Frame(depth=1, owner=_Owner(entry_point), phase=None)]
     unresolved: list[tuple[StorageAccess | CallAccess | CodeAccess | OpcodeUse, _Owner]] = []
+    created_by_create2: list[tuple[PhaseTrace, _Owner]] = []
     ops = [s["op"] for s in steps]
     depths = [s["depth"] for s in steps]
     count = len(steps)
@@ -232,7 +233,10 @@ def parse_struct_logs(
                 owner = frame.owner if op in ("DELEGATECALL", "CALLCODE") else _Owner(target)
                 frames.append(_Frame(depth + 1, owner, child_phase))
         elif op in CREATES and entered:
-            frames.append(_Frame(depth + 1, _Owner(None), trace))
+            child = _Owner(None)
+            frames.append(_Frame(depth + 1, child, trace))
+            if op == "CREATE2" and trace is not None:
+                created_by_create2.append((trace, child))
 
         if i < last and next_depth < depth and len(frames) > 1:
             ended = frames.pop()
@@ -240,10 +244,10 @@ def parse_struct_logs(
                 trace.out_of_gas.append(ended.address or "(create)")
             parent = frames[-1]
             if parent.last_op in CREATES and ended.owner.address is None:
-                created = _address(_word(steps[i + 1]["stack"], 0))
-                ended.owner.address = created
-                if ended.phase is not None and created != _address(0):
-                    ended.phase.created.append(created)
+                ended.owner.address = _address(_word(steps[i + 1]["stack"], 0))
+    for phase_trace, owner in created_by_create2:
+        if owner.address and owner.address != _address(0):
+            phase_trace.created.append(owner.address)
     for record, owner in unresolved:
         resolved = owner.address or ""
         if isinstance(record, StorageAccess):
