@@ -176,6 +176,8 @@ def bundler(
     ] = False,
 ) -> None:
     """Run a standalone ERC-4337 v0.8 bundler for any EVM chain."""
+    import logging
+
     import uvicorn
 
     from entryway.bundler.service import BundlingMode
@@ -184,8 +186,6 @@ def bundler(
         create_standalone_app,
         read_executor_keys,
     )
-
-    import logging
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     try:
