@@ -13,6 +13,7 @@ from eth_abi.abi import decode
 from entryway import contracts
 from entryway.bundler.rpc_types import user_operation_json
 from entryway.chain.rpc import EthClient
+from entryway.domain.eip7702 import delegate_of
 from entryway.domain.evm import checksum, hex_to_bytes, to_hex
 from entryway.domain.userop import UserOperation, user_op_hash
 
@@ -86,7 +87,12 @@ class ReceiptReader:
         (ops, _beneficiary) = EP.decode_call("handleOps", data)
         for packed in ops:
             op = UserOperation.from_packed(packed)
-            if user_op_hash(op, self.entry_point, self.chain_id) == op_hash:
+            delegate = None
+            if op.is_eip7702:  # hashed with its delegate: read it off the sender's code
+                delegate = delegate_of(await self.eth.get_code(op.sender, tx["blockNumber"]))
+                if delegate is None:
+                    continue
+            if user_op_hash(op, self.entry_point, self.chain_id, delegate=delegate) == op_hash:
                 return {
                     "userOperation": user_operation_json(op),
                     "entryPoint": self.entry_point,

@@ -6,6 +6,7 @@ import re
 from typing import Any
 
 from entryway.bundler.errors import invalid_params
+from entryway.domain.eip7702 import MARKER, Authorization
 from entryway.domain.evm import checksum
 from entryway.domain.userop import UserOperation
 
@@ -67,8 +68,9 @@ def parse_user_operation(raw: Any) -> UserOperation:
         factory = None
     if paymaster in ("0x", "0x" + "00" * 20):
         paymaster = None
-    if raw.get("eip7702Auth") is not None:
-        raise invalid_params("eip7702Auth: EIP-7702 UserOperations are not supported")
+    if isinstance(factory, str) and factory.lower() == "0x7702":
+        factory = MARKER
+    auth = raw.get("eip7702Auth")
     return UserOperation(
         sender=parse_address(raw["sender"], "sender"),
         nonce=parse_quantity(raw["nonce"], "nonce"),
@@ -97,6 +99,20 @@ def parse_user_operation(raw: Any) -> UserOperation:
             limit=_UINT128_MAX,
         ),
         paymaster_data=parse_data(raw.get("paymasterData") or "0x", "paymasterData"),
+        eip7702_auth=None if auth is None else parse_authorization(auth),
+    )
+
+
+def parse_authorization(raw: Any) -> Authorization:
+    if not isinstance(raw, dict):
+        raise invalid_params("eip7702Auth: expected an object")
+    return Authorization(
+        chain_id=parse_quantity(raw.get("chainId"), "eip7702Auth.chainId"),
+        address=parse_address(raw.get("address"), "eip7702Auth.address"),
+        nonce=parse_quantity(raw.get("nonce"), "eip7702Auth.nonce", limit=2**64 - 1),
+        y_parity=parse_quantity(raw.get("yParity"), "eip7702Auth.yParity", limit=1),
+        r=parse_quantity(raw.get("r"), "eip7702Auth.r"),
+        s=parse_quantity(raw.get("s"), "eip7702Auth.s"),
     )
 
 
@@ -113,11 +129,13 @@ def user_operation_json(op: UserOperation) -> dict[str, Any]:
         "signature": "0x" + op.signature.hex(),
     }
     if op.factory is not None:
-        out["factory"] = op.factory
+        out["factory"] = "0x7702" if op.is_eip7702 else op.factory
         out["factoryData"] = "0x" + op.factory_data.hex()
     if op.paymaster is not None:
         out["paymaster"] = op.paymaster
         out["paymasterVerificationGasLimit"] = hex(op.paymaster_verification_gas_limit)
         out["paymasterPostOpGasLimit"] = hex(op.paymaster_post_op_gas_limit)
         out["paymasterData"] = "0x" + op.paymaster_data.hex()
+    if op.eip7702_auth is not None:
+        out["eip7702Auth"] = op.eip7702_auth.to_rpc()
     return out

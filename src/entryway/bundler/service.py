@@ -21,12 +21,18 @@ from entryway.bundler.submission import TransactionDroppedError, TransactionMana
 from entryway.bundler.validation.outcome import ValidationOutcome
 from entryway.bundler.validation.rules import RuleSettings
 from entryway.bundler.validation.sanity import SanityLimits, check_sanity
-from entryway.bundler.validation.simulation import Validator, failed_op_error
+from entryway.bundler.validation.simulation import (
+    Validator,
+    eip7702_override,
+    failed_op_error,
+)
 from entryway.chain.rpc import EthClient, RpcError, TxReceipt
+from entryway.domain.eip7702 import delegate_of
 from entryway.domain.userop import UserOperation, user_op_hash
 
 log = logging.getLogger("entryway.bundler")
 HEAD_TTL_S = 0.25
+AUTHORIZATION_GAS = 25_000  # EIP-7702 PER_EMPTY_ACCOUNT_COST, charged per authorization
 EP = contracts.load("EntryPoint").abi
 
 
@@ -120,8 +126,44 @@ class Bundler:
 
     # ------------------------------------------------------------------ accepting ops
 
-    def op_hash(self, op: UserOperation) -> bytes:
-        return user_op_hash(op, self.config.entry_point, self.config.chain_id)
+    async def op_hash(self, op: UserOperation) -> bytes:
+        delegate = None
+        if op.is_eip7702:
+            if op.eip7702_auth is not None:
+                delegate = op.eip7702_auth.address
+            else:
+                delegate = delegate_of(await self.eth.get_code(op.sender))
+            if delegate is None:
+                raise BundlerError(
+                    RpcErrorCode.REJECTED_BY_EP_OR_ACCOUNT,
+                    f"sender {op.sender} is not an EIP-7702 account and brings no authorization",
+                )
+        return user_op_hash(op, self.config.entry_point, self.config.chain_id, delegate=delegate)
+
+    async def _check_authorization(self, op: UserOperation) -> None:
+        """An EIP-7702 authorization must be the sender's own, for this chain (or any chain),
+        at the sender's current nonce, or the bundle would carry it in vain."""
+        auth = op.eip7702_auth
+        if auth is None:
+            return
+        if auth.chain_id not in (0, self.config.chain_id):
+            raise invalid_params(
+                f"eip7702Auth chainId {auth.chain_id} is neither 0 nor {self.config.chain_id}"
+            )
+        try:
+            signer = auth.signer()
+        except Exception:
+            raise invalid_params("eip7702Auth: the signature does not recover") from None
+        if signer != op.sender:
+            raise invalid_params(
+                f"eip7702Auth is signed by {signer}, not by the sender {op.sender}"
+            )
+        nonce = await self.eth.get_nonce(op.sender, "pending")
+        if auth.nonce != nonce:
+            raise BundlerError(
+                RpcErrorCode.REJECTED_BY_EP_OR_ACCOUNT,
+                f"eip7702Auth nonce {auth.nonce} is not the sender's nonce {nonce}",
+            )
 
     def check_entry_point(self, entry_point: Any) -> None:
         if (
@@ -143,7 +185,8 @@ class Bundler:
         )
 
     async def send(self, op: UserOperation) -> bytes:
-        op_hash = self.op_hash(op)
+        await self._check_authorization(op)
+        op_hash = await self.op_hash(op)
         block_number, now, base_fee = await self._chain_now()
         self._reject_banned(op)
         check_sanity(
@@ -241,7 +284,7 @@ class Bundler:
 
     async def add_unchecked(self, op: UserOperation) -> bytes:
         """debug_bundler_addUserOps: into the mempool without validation."""
-        op_hash = self.op_hash(op)
+        op_hash = await self.op_hash(op)
         block_number, _, _ = await self._chain_now()
         from entryway.bundler.validation.outcome import ValidationData
         from entryway.bundler.validation.rules import StakeInfo
@@ -294,7 +337,11 @@ class Bundler:
             )
             max_fee = max(min(e.op.max_fee_per_gas for e in ops), base_fee + priority)
             data = EP.encode_call("handleOps", [e.op.packed() for e in ops], self.beneficiary)
-            tx = await executor.send(self.config.entry_point, data, gas, max_fee, priority)
+            auths = [e.op.eip7702_auth.to_rpc() for e in ops if e.op.eip7702_auth is not None]
+            gas += AUTHORIZATION_GAS * len(auths)
+            tx = await executor.send(
+                self.config.entry_point, data, gas, max_fee, priority, authorizations=auths
+            )
             for e in ops:
                 self.mempool.remove(e.user_op_hash)
                 self.tracked[e.user_op_hash] = Tracked(OpStatus.SUBMITTED, tx.latest.tx_hash)
@@ -332,8 +379,17 @@ class Bundler:
         executor = self.executors[0].address
         while ops:
             data = EP.encode_call("handleOps", [e.op.packed() for e in ops], self.beneficiary)
+            # The bundle transaction applies EIP-7702 authorizations first; so must the check.
+            delegations: dict[str, Any] = {}
+            for e in ops:
+                delegations.update(eip7702_override(e.op) or {})
             try:
-                await self.eth.call(self.config.entry_point, data, sender=executor)
+                await self.eth.call(
+                    self.config.entry_point,
+                    data,
+                    sender=executor,
+                    state_override=delegations or None,
+                )
                 return ops
             except RpcError as exc:
                 decoded = EP.decode_error(exc.revert_data or b"")

@@ -35,6 +35,7 @@ class PendingTransaction:
     to: str
     data: bytes
     gas: int
+    authorizations: list[dict[str, Any]] = field(default_factory=list)  # EIP-7702, if any
     attempts: list[Attempt] = field(default_factory=list)
     sent_block: int = 0
     sent_at: float = 0.0
@@ -92,6 +93,9 @@ class TransactionManager:
             "maxFeePerGas": max_fee,
             "maxPriorityFeePerGas": priority,
         }
+        if tx.authorizations:
+            raw["type"] = 4
+            raw["authorizationList"] = tx.authorizations
         signed = self.account.sign_transaction(raw)
         tx_hash = await self.eth.send_raw_transaction(bytes(signed.raw_transaction))
         tx.attempts.append(Attempt(tx_hash, max_fee, priority))
@@ -99,10 +103,17 @@ class TransactionManager:
         tx.sent_at = time.monotonic()
 
     async def send(
-        self, to: str, data: bytes, gas: int, max_fee: int, priority: int
+        self,
+        to: str,
+        data: bytes,
+        gas: int,
+        max_fee: int,
+        priority: int,
+        *,
+        authorizations: list[dict[str, Any]] | None = None,
     ) -> PendingTransaction:
         nonce = await self._nonce()
-        tx = PendingTransaction(nonce=nonce, to=to, data=data, gas=gas)
+        tx = PendingTransaction(nonce, to, data, gas, list(authorizations or []))
         try:
             await self._broadcast(tx, max_fee, priority)
         except RpcError:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, replace
 
 from eth_abi.abi import encode
 
+from entryway.domain.eip7702 import MARKER, Authorization
 from entryway.domain.evm import address_bytes, checksum, keccak
 
 PACKED_USEROP_TYPEHASH = keccak(
@@ -51,6 +52,11 @@ class UserOperation:
     paymaster_verification_gas_limit: int = 0
     paymaster_post_op_gas_limit: int = 0
     paymaster_data: bytes = b""
+    eip7702_auth: Authorization | None = None  # carried to the bundle, not part of the op
+
+    @property
+    def is_eip7702(self) -> bool:
+        return self.factory == MARKER
 
     @property
     def init_code(self) -> bytes:
@@ -112,6 +118,8 @@ class UserOperation:
         sender, nonce, init_code, call_data, gas_limits, pvg, fees, pm_and_data, sig = packed
         verification_gas, call_gas = unpack_uint128_pair(gas_limits)
         priority_fee, max_fee = unpack_uint128_pair(fees)
+        if init_code[:2] == b"\x77\x02" and len(init_code) < 20:
+            init_code = address_bytes(MARKER)  # the marker may come unpadded
         factory = checksum(init_code[:20]) if len(init_code) >= 20 else None
         paymaster = checksum(pm_and_data[:20]) if len(pm_and_data) >= 20 else None
         return cls(
@@ -148,7 +156,7 @@ def entry_point_domain_separator(entry_point: str, chain_id: int) -> bytes:
     )
 
 
-def user_op_struct_hash(op: UserOperation) -> bytes:
+def user_op_struct_hash(op: UserOperation, init_code_hash: bytes | None = None) -> bytes:
     return keccak(
         encode(
             [
@@ -166,7 +174,7 @@ def user_op_struct_hash(op: UserOperation) -> bytes:
                 PACKED_USEROP_TYPEHASH,
                 checksum(op.sender),
                 op.nonce,
-                keccak(op.init_code),
+                init_code_hash if init_code_hash is not None else keccak(op.init_code),
                 keccak(op.call_data),
                 op.account_gas_limits,
                 op.pre_verification_gas,
@@ -177,13 +185,19 @@ def user_op_struct_hash(op: UserOperation) -> bytes:
     )
 
 
-def user_op_hash(op: UserOperation, entry_point: str, chain_id: int) -> bytes:
+def user_op_hash(
+    op: UserOperation, entry_point: str, chain_id: int, *, delegate: str | None = None
+) -> bytes:
     """The v0.8 userOpHash: an EIP-712 digest under the EntryPoint's domain.
 
-    EIP-7702 senders (initCode starting with 0x7702) hash their delegate instead of the
-    initCode on chain; this service does not build such ops yet, so they are refused here.
+    For an EIP-7702 sender (initCode starting with the 0x7702 marker) the EntryPoint hashes
+    the address the sender delegates to, followed by the rest of the initCode, in place of
+    the initCode: `delegate` (from the op's authorization, or the sender's code) says which.
     """
-    if op.factory is not None and op.init_code[:2] == b"\x77\x02":
-        raise NotImplementedError("EIP-7702 initCode hashing is not supported")
+    init_code_hash = None
+    if op.is_eip7702:
+        if delegate is None:
+            raise ValueError("an EIP-7702 op's hash needs its delegate address")
+        init_code_hash = keccak(address_bytes(delegate) + op.factory_data)
     domain = entry_point_domain_separator(entry_point, chain_id)
-    return keccak(b"\x19\x01" + domain + user_op_struct_hash(op))
+    return keccak(b"\x19\x01" + domain + user_op_struct_hash(op, init_code_hash))

@@ -13,7 +13,7 @@ from typing import Any
 from entryway import contracts
 from entryway.bundler.errors import BundlerError, RpcErrorCode
 from entryway.bundler.gas.pvg import pre_verification_gas, with_full_signature
-from entryway.bundler.validation.simulation import revert_error
+from entryway.bundler.validation.simulation import eip7702_override, revert_error
 from entryway.chain.rpc import EthClient, RpcError
 from entryway.domain.evm import to_hex
 from entryway.domain.userop import UserOperation
@@ -102,7 +102,7 @@ class GasEstimator:
     async def estimate(
         self, op: UserOperation, state_override: dict[str, Any] | None = None
     ) -> GasEstimate:
-        override = self._override(state_override)
+        override = self._override({**(eip7702_override(op) or {}), **(state_override or {})})
         # Zero fees: the estimate must not depend on the sender's (or paymaster's) funds.
         probe = replace(
             op,

@@ -72,19 +72,26 @@ class Simulator:
     def _call_object(self, data: bytes) -> dict[str, str]:
         return {"to": self.entry_point, "data": to_hex(data), "gas": hex(SIMULATION_GAS_CAP)}
 
-    async def call(self, fn: str, *args: Any) -> tuple[Any, ...]:
+    def _override(self, extra: dict[str, Any] | None) -> dict[str, Any]:
+        return self.override if not extra else {**extra, **self.override}
+
+    async def call(
+        self, fn: str, *args: Any, extra: dict[str, Any] | None = None
+    ) -> tuple[Any, ...]:
         data = SIMULATIONS.abi.encode_call(fn, *args)
         try:
             raw = await self.eth.call(
-                self.entry_point, data, state_override=self.override, block="latest"
+                self.entry_point, data, state_override=self._override(extra), block="latest"
             )
         except RpcError as exc:
             raise revert_error(exc.revert_data, exc.message) from None
         return SIMULATIONS.abi.decode_output(fn, raw)
 
-    async def trace(self, fn: str, *args: Any, tracer: str | None = None) -> Any:
+    async def trace(
+        self, fn: str, *args: Any, tracer: str | None = None, extra: dict[str, Any] | None = None
+    ) -> Any:
         data = SIMULATIONS.abi.encode_call(fn, *args)
-        options: dict[str, Any] = {"stateOverrides": self.override}
+        options: dict[str, Any] = {"stateOverrides": self._override(extra)}
         if tracer is None:
             options.update(_STRUCT_LOGGER)
         else:
@@ -128,10 +135,13 @@ class Validator:
     ) -> ValidationOutcome:
         """Simulate `op`'s validation; with tracing, also enforce ERC-7562. `now` is the time
         the next block may carry (the later of the wall clock and the latest block's)."""
+        extra = eip7702_override(op)
         if trace if trace is not None else self.tracing:
-            outcome = await self._traced(op)
+            outcome = await self._traced(op, extra)
         else:
-            outcome = _outcome(await self.simulator.call("simulateValidation", op.packed()))
+            outcome = _outcome(
+                await self.simulator.call("simulateValidation", op.packed(), extra=extra)
+            )
         check_outcome(outcome, now)
         return outcome
 
@@ -143,8 +153,8 @@ class Validator:
                 if access.opcode == "EXTCODECOPY" and access.result is None:
                     access.result = len(await self.simulator.eth.get_code(access.target))
 
-    async def _traced(self, op: UserOperation) -> ValidationOutcome:
-        result = await self.simulator.trace("simulateValidation", op.packed())
+    async def _traced(self, op: UserOperation, extra: dict[str, Any] | None) -> ValidationOutcome:
+        result = await self.simulator.trace("simulateValidation", op.packed(), extra=extra)
         output = hex_to_bytes(result.get("returnValue") or "0x")
         if result.get("failed"):
             raise revert_error(output, "simulateValidation reverted")
@@ -171,7 +181,7 @@ class Validator:
             violations = check(trace, who, self.settings, context)
         except PreimagesNeeded:
             preimages = await self.simulator.trace(
-                "simulateValidation", op.packed(), tracer=KECCAK_COLLECTOR
+                "simulateValidation", op.packed(), tracer=KECCAK_COLLECTOR, extra=extra
             )
             trace.keccak_preimages = [hex_to_bytes(p) for p in preimages]
             violations = check(trace, who, self.settings, context)
@@ -185,6 +195,14 @@ class Validator:
             if access.address not in (self.simulator.entry_point, op.sender)
         }
         return _with_storage(outcome, frozenset(touched))
+
+
+def eip7702_override(op: UserOperation) -> dict[str, Any] | None:
+    """Simulate as if the op's authorization were already applied: the bundle transaction
+    applies it before the EntryPoint runs."""
+    if op.eip7702_auth is None:
+        return None
+    return {op.sender: {"code": to_hex(op.eip7702_auth.delegation_code)}}
 
 
 def check_outcome(outcome: ValidationOutcome, now: int) -> None:
