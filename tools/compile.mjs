@@ -71,7 +71,13 @@ for (const [file, names] of Object.entries(targets)) {
 }
 // The audited EntryPoint v0.8 release and its reference account are used as published, not
 // recompiled: their artifacts are copied so the service can deploy without node_modules.
-const vendored = ["EntryPoint", "EntryPointSimulations", "SimpleAccount", "SimpleAccountFactory"];
+const vendored = [
+  "EntryPoint",
+  "EntryPointSimulations",
+  "SimpleAccount",
+  "SimpleAccountFactory",
+  "Simple7702Account",
+];
 const aaPackage = JSON.parse(
   fs.readFileSync(path.join(root, "node_modules/@account-abstraction/contracts/package.json"), "utf8"),
 );

@@ -319,8 +319,16 @@ class Bundler:
     def _idle_executor(self) -> TransactionManager | None:
         return next((e for e in self.executors if e.idle), None)
 
+    async def _await_idle_executor(self, within_s: float = 60.0) -> None:
+        """An explicit bundle request waits for a key whose last bundle has been mined."""
+        deadline = time.monotonic() + within_s
+        while self._idle_executor() is None and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+
     async def bundle_once(self, *, wait: bool) -> str | None:
         """Build, check and send one bundle; with `wait`, return once it is mined."""
+        if wait:
+            await self._await_idle_executor()
         async with self._bundle_lock:
             executor = self._idle_executor()
             if executor is None:
