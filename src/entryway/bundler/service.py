@@ -322,7 +322,7 @@ class Bundler:
     async def _await_idle_executor(self, within_s: float = 60.0) -> None:
         """An explicit bundle request waits for a key whose last bundle has been mined."""
         deadline = time.monotonic() + within_s
-        while self._idle_executor() is None and time.monotonic() < deadline:
+        while self._idle_executor() is None and time.monotonic() < deadline:  # noqa: ASYNC110
             await asyncio.sleep(0.05)
 
     async def bundle_once(self, *, wait: bool) -> str | None:

@@ -13,7 +13,11 @@ from typing import Any
 from entryway import contracts
 from entryway.bundler.errors import BundlerError, RpcErrorCode
 from entryway.bundler.gas.pvg import pre_verification_gas, with_full_signature
-from entryway.bundler.validation.simulation import eip7702_override, revert_error
+from entryway.bundler.validation.simulation import (
+    SIMULATION_BLOCK,
+    eip7702_override,
+    revert_error,
+)
 from entryway.chain.rpc import EthClient, RpcError
 from entryway.domain.evm import to_hex
 from entryway.domain.userop import UserOperation
@@ -64,7 +68,9 @@ class GasEstimator:
     async def _call(self, fn: str, *args: Any, override: dict[str, Any]) -> tuple[Any, ...]:
         data = ESTIMATOR.abi.encode_call(fn, *args)
         try:
-            raw = await self.eth.call(self.entry_point, data, state_override=override)
+            raw = await self.eth.call(
+                self.entry_point, data, state_override=override, block=SIMULATION_BLOCK
+            )
         except RpcError as exc:
             raise revert_error(exc.revert_data, exc.message) from None
         return ESTIMATOR.abi.decode_output(fn, raw)

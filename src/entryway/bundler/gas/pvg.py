@@ -33,11 +33,24 @@ class CalldataPricing:
     expected_bundle_size: int = 1
 
 
+def _non_zero(data: bytes) -> bytes:
+    return data.replace(b"\x00", b"\x01")
+
+
 def with_full_signature(op: UserOperation) -> UserOperation:
-    """For estimates: a stub signature shorter than a real ECDSA one would undercount."""
-    if len(op.signature) >= DUMMY_SIGNATURE_LENGTH:
-        return op
-    return op.with_signature(op.signature + b"\x01" * (DUMMY_SIGNATURE_LENGTH - len(op.signature)))
+    """For estimates: the op as it may look once signed. Stub signatures and paymaster data
+    are often shorter or emptier than the final ones, and every non-zero calldata byte costs
+    four times a zero one, so both are counted full and non-zero."""
+    signature = op.signature.ljust(DUMMY_SIGNATURE_LENGTH, b"\x01")
+    signed = op.with_signature(_non_zero(signature))
+    if op.paymaster is None:
+        return signed
+    return signed.with_paymaster(
+        op.paymaster,
+        op.paymaster_verification_gas_limit,
+        op.paymaster_post_op_gas_limit,
+        _non_zero(op.paymaster_data),
+    )
 
 
 def _encoded(op: UserOperation) -> bytes:

@@ -29,6 +29,9 @@ from entryway.domain.userop import UserOperation
 SIMULATIONS = contracts.load("EntryPointSimulations")
 # Validation may not take more than this, whatever the op's limits say.
 SIMULATION_GAS_CAP = 20_000_000
+# Simulate on the pending state: a bundle lands after what the node already holds, and a
+# transaction that funded a sender a moment ago may not be in the latest block yet.
+SIMULATION_BLOCK = "pending"
 # An op must stay valid this long after it is accepted, or it could not be bundled.
 MIN_VALIDITY_S = 30
 _STRUCT_LOGGER = {"disableStorage": True, "enableMemory": False, "enableReturnData": False}
@@ -81,7 +84,7 @@ class Simulator:
         data = SIMULATIONS.abi.encode_call(fn, *args)
         try:
             raw = await self.eth.call(
-                self.entry_point, data, state_override=self._override(extra), block="latest"
+                self.entry_point, data, state_override=self._override(extra), block=SIMULATION_BLOCK
             )
         except RpcError as exc:
             raise revert_error(exc.revert_data, exc.message) from None
@@ -97,7 +100,7 @@ class Simulator:
         else:
             options["tracer"] = tracer
         return await self.eth.rpc.request(
-            "debug_traceCall", [self._call_object(data), "latest", options]
+            "debug_traceCall", [self._call_object(data), SIMULATION_BLOCK, options]
         )
 
 
