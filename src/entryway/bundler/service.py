@@ -22,6 +22,7 @@ from entryway.bundler.validation.outcome import ValidationOutcome
 from entryway.bundler.validation.rules import RuleSettings
 from entryway.bundler.validation.sanity import SanityLimits, check_sanity
 from entryway.bundler.validation.simulation import (
+    SIMULATION_BLOCK,
     Validator,
     eip7702_override,
     failed_op_error,
@@ -101,6 +102,7 @@ class Bundler:
         self._bundle_lock = asyncio.Lock()
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
+        self._following: set[asyncio.Task[None]] = set()  # bundles being followed to a receipt
         self._in_flight: dict[str, set[str]] = {}  # tx hash -> senders in that bundle
         self._head: tuple[int, int, int] | None = None
         self._head_read_at = 0.0
@@ -117,6 +119,7 @@ class Bundler:
         self._tasks.append(asyncio.create_task(self._decay_loop(), name="reputation-decay"))
 
     async def stop(self) -> None:
+        self._tasks.extend(self._following)
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -358,7 +361,9 @@ class Bundler:
         if wait:
             await follow
         else:
-            self._tasks.append(asyncio.create_task(follow))
+            task = asyncio.create_task(follow)
+            self._following.add(task)
+            task.add_done_callback(self._following.discard)
         return tx.latest.tx_hash
 
     async def _checked_bundle(self) -> list[MempoolEntry]:
@@ -396,6 +401,7 @@ class Bundler:
                     self.config.entry_point,
                     data,
                     sender=executor,
+                    block=SIMULATION_BLOCK,
                     state_override=delegations or None,
                 )
                 return ops
