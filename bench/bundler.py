@@ -39,6 +39,7 @@ from entryway.domain.userop import UserOperation, user_op_hash
 
 ETHER = 10**18
 CHAIN_ID = 80002
+RECEIPT_POLL_S = 0.1  # how often a waiting client asks for its receipt
 FACTORY = contracts.load("SimpleAccountFactory")
 ACCOUNT = contracts.load("SimpleAccount").abi
 EP = contracts.load("EntryPoint").abi
@@ -91,7 +92,7 @@ class Bench:
             receipt = await self.bundler.request("eth_getUserOperationReceipt", [op_hash])
             if receipt is not None:
                 return dict(receipt)
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(RECEIPT_POLL_S)
         raise TimeoutError(op_hash)
 
     async def new_account(self) -> tuple[Any, str]:

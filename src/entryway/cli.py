@@ -188,6 +188,7 @@ def bundler(
     )
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per node call is noise
     try:
         keys = read_executor_keys(executor_key_file)
     except EntrywayError as exc:

@@ -17,7 +17,7 @@ from entryway.bundler.rpc_types import (
     parse_user_operation,
     user_operation_json,
 )
-from entryway.bundler.service import Bundler, BundlingMode
+from entryway.bundler.service import Bundler, BundlingMode, OpStatus
 from entryway.chain.rpc import RpcError, RpcTransportError
 from entryway.domain.evm import to_hex
 
@@ -151,7 +151,13 @@ class BundlerRpc:
         return await self.bundler.receipts.user_operation(op_hash)
 
     async def get_user_operation_receipt(self, params: list[Any]) -> dict[str, Any] | None:
-        return await self.bundler.receipts.receipt(_hash_param(params))
+        op_hash = _hash_param(params)
+        tracked = self.bundler.tracked.get(op_hash)
+        if tracked is not None and tracked.status in (OpStatus.PENDING, OpStatus.SUBMITTED):
+            # Not mined yet, by our own account (the bundle's follower marks it the moment its
+            # receipt appears): answer without asking the node, which clients poll hard.
+            return None
+        return await self.bundler.receipts.receipt(op_hash)
 
     async def gas_price(self, params: list[Any]) -> dict[str, dict[str, str]]:
         block = await self.bundler.eth.get_block("latest")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import rlp  # type: ignore[import-untyped]
+import rlp
 from eth_keys.datatypes import Signature
 
 from entryway.domain.evm import address_bytes, checksum, keccak

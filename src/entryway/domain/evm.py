@@ -41,6 +41,6 @@ def create2_address(deployer: str, salt: bytes, init_code: bytes) -> str:
 
 def create_address(deployer: str, nonce: int) -> str:
     """The address CREATE gives the `nonce`-th contract deployed by `deployer`."""
-    import rlp  # type: ignore[import-untyped]
+    import rlp
 
     return checksum(keccak(rlp.encode([address_bytes(deployer), nonce]))[12:])

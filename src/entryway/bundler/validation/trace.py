@@ -136,7 +136,8 @@ class _Frame:
 
 
 def _word(stack: Sequence[str], index_from_top: int) -> int:
-    return int(stack[-1 - index_from_top], 16)
+    # Indexed from the front: the lazily parsed arrays of a trace have no negative indexing.
+    return int(stack[len(stack) - 1 - index_from_top], 16)
 
 
 def _address(value: int) -> str:
