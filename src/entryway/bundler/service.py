@@ -376,15 +376,21 @@ class Bundler:
             reputation=self.reputation,
             limits=self.config.bundle,
         )
+        # The second validation (untraced: the trace ran at admission) of every chosen op at
+        # once; the node answers these eth_calls in parallel.
+        results = await asyncio.gather(
+            *(self.validator.validate(e.op, now=now, trace=False) for e in chosen),
+            return_exceptions=True,
+        )
         revalidated = []
-        for entry in chosen:
-            try:
-                await self.validator.validate(entry.op, now=now, trace=False)
-            except BundlerError as exc:
-                self._drop(entry, f"second validation failed: {exc.message}")
-                self._blame(entry, exc)
-                continue
-            revalidated.append(entry)
+        for entry, result in zip(chosen, results, strict=True):
+            if isinstance(result, BundlerError):
+                self._drop(entry, f"second validation failed: {result.message}")
+                self._blame(entry, result)
+            elif isinstance(result, BaseException):
+                raise result
+            else:
+                revalidated.append(entry)
         return await self._drop_failing(revalidated)
 
     async def _drop_failing(self, ops: list[MempoolEntry]) -> list[MempoolEntry]:

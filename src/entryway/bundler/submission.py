@@ -49,6 +49,9 @@ class PendingTransaction:
 class StuckPolicy:
     after_blocks: int = 3
     after_s: float = 30.0
+    # A bundle younger than this is only looked for by receipt, not yet checked for being
+    # dropped or stuck (those checks cost two more node calls per poll).
+    quiet_s: float = 2.0
 
 
 class TransactionManager:
@@ -130,6 +133,8 @@ class TransactionManager:
             if receipt is not None:
                 self.pending = None
                 return receipt
+        if time.monotonic() - tx.sent_at < self.stuck.quiet_s:
+            return None  # too early for the nonce and stuck checks; spare the node
         mined_nonce = await self.eth.get_nonce(self.address, "latest")
         if mined_nonce > tx.nonce:
             # Our nonce is used, yet none of our attempts is mined: recheck once (a receipt

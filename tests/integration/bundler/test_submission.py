@@ -40,7 +40,7 @@ async def test_a_stuck_transaction_is_replaced_and_the_replacement_mined(
     manual_chain: EthClient,
 ) -> None:
     eth = manual_chain
-    manager = await funded_manager(eth, StuckPolicy(after_blocks=1, after_s=3600))
+    manager = await funded_manager(eth, StuckPolicy(after_blocks=1, after_s=3600, quiet_s=0))
     target = Harness.new_key().address
     tx = await manager.send(target, b"\x01", 50_000, max_fee=2 * GWEI, priority=1 * GWEI)
     assert await manager.poll(tx) is None  # pending, not yet stuck
@@ -61,7 +61,7 @@ async def test_a_stuck_transaction_is_replaced_and_the_replacement_mined(
 
 async def test_a_nonce_used_by_someone_else_is_reported_dropped(manual_chain: EthClient) -> None:
     eth = manual_chain
-    manager = await funded_manager(eth, StuckPolicy(after_blocks=100, after_s=3600))
+    manager = await funded_manager(eth, StuckPolicy(after_blocks=100, after_s=3600, quiet_s=0))
     tx = await manager.send(Harness.new_key().address, b"", 50_000, max_fee=2 * GWEI, priority=GWEI)
     await eth.rpc.request("anvil_dropAllTransactions", [])
     # The same key, outside the manager, spends that nonce on something else.
