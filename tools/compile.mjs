@@ -19,6 +19,7 @@ const targets = {
   "contracts/NotaryAnchor.sol": ["NotaryAnchor"],
   "contracts/EntrywaySimulations.sol": ["EntrywaySimulations"],
   "contracts/test/TestCounter.sol": ["TestCounter"],
+  "contracts/test/TestGasPriceOracle.sol": ["TestGasPriceOracle"],
   "contracts/test/TestRules.sol": ["TestStorage", "RuleHelper", "TestRulesAccount", "TestRulesPaymaster", "TestRulesFactory"],
 };
 

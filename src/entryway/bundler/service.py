@@ -13,6 +13,7 @@ from typing import Any
 from entryway import contracts
 from entryway.bundler.bundling import BUNDLE_OVERHEAD_GAS, BundleLimits, select_bundle
 from entryway.bundler.errors import BundlerError, RpcErrorCode, invalid_params
+from entryway.bundler.gas.l1fee import L1FeeQuoter
 from entryway.bundler.gas.pvg import minimum_pre_verification_gas, pre_verification_gas
 from entryway.bundler.mempool import Mempool, MempoolEntry, MempoolLimits
 from entryway.bundler.receipts import ReceiptReader
@@ -66,6 +67,7 @@ class BundlerConfig:
     bundle: BundleLimits = field(default_factory=BundleLimits)
     receipt_lookback_blocks: int = 10_000
     min_priority_fee_per_gas: int = 0
+    l1_fee_oracle: str | None = None  # OP-stack GasPriceOracle, on chains that post to L1
 
 
 @dataclass(slots=True)
@@ -99,6 +101,7 @@ class Bundler:
             eth, config.entry_point, config.chain_id, config.receipt_lookback_blocks
         )
         self.tracked: dict[bytes, Tracked] = {}
+        self.l1_fees = L1FeeQuoter(eth, config.l1_fee_oracle) if config.l1_fee_oracle else None
         self._bundle_lock = asyncio.Lock()
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -213,6 +216,8 @@ class Bundler:
         entry = self._entry(op, op_hash, outcome, block_number)
         await self._check_paymaster_deposit(entry)
         required = pre_verification_gas(op, outcome.pre_op_gas - op.pre_verification_gas)
+        if self.l1_fees is not None:
+            required += await self.l1_fees.gas(op)
         if op.pre_verification_gas < required:
             raise invalid_params(
                 f"preVerificationGas {op.pre_verification_gas} is below the {required} required"

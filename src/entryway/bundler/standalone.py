@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ from entryway.bundler.server import create_bundler_app
 from entryway.bundler.service import Bundler, BundlerConfig, BundlingMode
 from entryway.bundler.submission import TransactionManager
 from entryway.bundler.validation.rules import RuleSettings
+from entryway.bundler.validation.sanity import SanityLimits
 from entryway.bundler.validation.simulation import Simulator, Validator
 from entryway.chain.rpc import EthClient, JsonRpcClient
 from entryway.chain.transactor import Transactor
@@ -28,6 +30,7 @@ from entryway.domain.networks import NETWORKS
 from entryway.errors import ConfigurationError
 
 EP = contracts.load("EntryPoint").abi
+log = logging.getLogger("entryway.bundler")
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,7 @@ class StandaloneSettings:
     min_unstake_delay_s: int = 86_400
     beneficiary: str | None = None
     deploy_entry_point: bool = False
+    l1_fee_oracle: str | None = None  # default: the network's (OP-stack chains)
     extra: dict[str, str] = field(default_factory=dict)
 
 
@@ -85,6 +89,12 @@ async def build_bundler(eth: EthClient, settings: StandaloneSettings) -> Bundler
     sender_creator = EP.decode_output("senderCreator", raw)[0]
     network = NETWORKS.get(chain_id)
     min_priority = network.fee_rules.min_priority_fee_per_gas if network else 0
+    oracle = settings.l1_fee_oracle or (network.fee_rules.l1_gas_price_oracle if network else None)
+    if oracle is not None and not await eth.get_code(oracle):
+        log.warning(
+            "no L1 gas price oracle at %s on chain %d: L1 fees not charged", oracle, chain_id
+        )
+        oracle = None
     rules = RuleSettings(
         min_stake_wei=settings.min_stake_wei, min_unstake_delay_s=settings.min_unstake_delay_s
     )
@@ -97,13 +107,16 @@ async def build_bundler(eth: EthClient, settings: StandaloneSettings) -> Bundler
         tracing=settings.tracing,
         rules=rules,
         min_priority_fee_per_gas=min_priority,
+        sanity=SanityLimits(min_priority_fee_per_gas=min_priority),
+        l1_fee_oracle=oracle,
     )
     validator = Validator(
         Simulator(eth, entry_point), sender_creator, rules, tracing=settings.tracing
     )
     executors = [TransactionManager(eth, key, chain_id) for key in settings.executor_keys]
     bundler = Bundler(eth, executors, validator, config)
-    return BundlerRpc(bundler, GasEstimator(eth, entry_point), debug=settings.debug_rpc)
+    estimator = GasEstimator(eth, entry_point, bundler.l1_fees)
+    return BundlerRpc(bundler, estimator, debug=settings.debug_rpc)
 
 
 def create_standalone_app(settings: StandaloneSettings) -> Starlette:

@@ -22,6 +22,7 @@ VENDORED_CONTRACTS = (
 SIMULATION_CONTRACTS = ("EntrywaySimulations",)
 TEST_CONTRACTS = (
     "TestCounter",
+    "TestGasPriceOracle",
     "TestStorage",
     "RuleHelper",
     "TestRulesAccount",

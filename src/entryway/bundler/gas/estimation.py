@@ -12,6 +12,7 @@ from typing import Any
 
 from entryway import contracts
 from entryway.bundler.errors import BundlerError, RpcErrorCode
+from entryway.bundler.gas.l1fee import L1FeeQuoter
 from entryway.bundler.gas.pvg import pre_verification_gas, with_full_signature
 from entryway.bundler.validation.simulation import (
     SIMULATION_BLOCK,
@@ -54,9 +55,12 @@ class GasEstimate:
 
 
 class GasEstimator:
-    def __init__(self, eth: EthClient, entry_point: str) -> None:
+    def __init__(
+        self, eth: EthClient, entry_point: str, l1_fees: L1FeeQuoter | None = None
+    ) -> None:
         self.eth = eth
         self.entry_point = entry_point
+        self.l1_fees = l1_fees
 
     def _override(self, extra: dict[str, Any] | None) -> dict[str, Any]:
         override: dict[str, Any] = dict(extra or {})
@@ -74,6 +78,14 @@ class GasEstimator:
         except RpcError as exc:
             raise revert_error(exc.revert_data, exc.message) from None
         return ESTIMATOR.abi.decode_output(fn, raw)
+
+    async def _l1_gas(self, op: UserOperation) -> int:
+        """The L1 fee in gas; an estimate with no fee set is priced at the current base fee."""
+        assert self.l1_fees is not None
+        if op.max_fee_per_gas == 0:
+            block = await self.eth.get_block("latest")
+            op = replace(op, max_fee_per_gas=max(int(block.get("baseFeePerGas", "0x1"), 16), 1))
+        return await self.l1_fees.gas(op)
 
     async def _validates(self, op: UserOperation, override: dict[str, Any]) -> bool:
         try:
@@ -146,8 +158,12 @@ class GasEstimator:
         final = replace(
             op, verification_gas_limit=verification, call_gas_limit=call_gas + CALL_MARGIN
         )
+        signed_like = with_full_signature(final)
+        pvg = pre_verification_gas(signed_like, pre_op_gas)
+        if self.l1_fees is not None:
+            pvg += await self._l1_gas(signed_like)
         return GasEstimate(
-            pre_verification_gas=pre_verification_gas(with_full_signature(final), pre_op_gas),
+            pre_verification_gas=pvg,
             verification_gas_limit=verification,
             call_gas_limit=call_gas + CALL_MARGIN,
             paymaster_verification_gas_limit=pm_verification,
