@@ -67,7 +67,6 @@ class TransactionManager:
         self.account = account
         self.chain_id = chain_id
         self.stuck = stuck
-        self._next_nonce: int | None = None
         self.pending: PendingTransaction | None = None
 
     @property
@@ -79,10 +78,9 @@ class TransactionManager:
         return self.pending is None
 
     async def _nonce(self) -> int:
-        chain_nonce = await self.eth.get_nonce(self.address, "pending")
-        if self._next_nonce is None or chain_nonce > self._next_nonce:
-            self._next_nonce = chain_nonce
-        return self._next_nonce
+        # One bundle in flight per key, so the node's pending count is always the next nonce;
+        # reading it each time also heals a reorg that dropped a mined bundle.
+        return await self.eth.get_nonce(self.address, "pending")
 
     async def _broadcast(self, tx: PendingTransaction, max_fee: int, priority: int) -> None:
         raw: dict[str, Any] = {
@@ -117,12 +115,7 @@ class TransactionManager:
     ) -> PendingTransaction:
         nonce = await self._nonce()
         tx = PendingTransaction(nonce, to, data, gas, list(authorizations or []))
-        try:
-            await self._broadcast(tx, max_fee, priority)
-        except RpcError:
-            self._next_nonce = None  # resynchronise from the node next time
-            raise
-        self._next_nonce = nonce + 1
+        await self._broadcast(tx, max_fee, priority)
         self.pending = tx
         return tx
 

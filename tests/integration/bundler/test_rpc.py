@@ -267,3 +267,20 @@ async def test_debug_namespace_is_off_unless_enabled(client: RpcClient) -> None:
         {"jsonrpc": "2.0", "id": 1, "method": "debug_bundler_clearState", "params": []}
     )
     assert response is not None and response["error"]["code"] == -32601
+
+
+async def test_a_receipt_disappears_with_its_block(client: RpcClient, harness: Harness) -> None:
+    snapshot = await harness.eth.rpc.request("evm_snapshot", [])
+    op = await sponsored_op(harness)
+    op_hash = await client.send(op)
+    await client.bundle()
+    assert (await client.result("eth_getUserOperationReceipt", op_hash))["success"] is True
+    assert await harness.eth.rpc.request("evm_revert", [snapshot])  # the block is gone
+    assert await client.result("eth_getUserOperationReceipt", op_hash) is None
+    assert await client.result("eth_getUserOperationByHash", op_hash) is None
+    status = await client.result("entryway_getUserOperationStatus", op_hash)
+    assert status["status"] == "dropped"
+    # The executor's nonce follows the chain back: the next bundle is mined.
+    again = await client.send(await sponsored_op(harness))
+    await client.bundle()
+    assert (await client.result("eth_getUserOperationReceipt", again))["success"] is True
