@@ -10,7 +10,7 @@ from eth_abi.abi import encode
 from eth_keys.datatypes import PrivateKey
 
 from entryway.domain.evm import address_bytes, checksum, keccak
-from entryway.domain.userop import EIP712_DOMAIN_TYPEHASH, UserOperation
+from entryway.domain.userop import UserOperation, eip712_domain_separator
 
 SMART_ACCOUNT_DOMAIN_NAME = b"EntrywaySmartAccount"
 SMART_ACCOUNT_DOMAIN_VERSION = b"1"
@@ -33,17 +33,8 @@ def eth_signed_message_digest(digest: bytes) -> bytes:
 
 
 def _smart_account_domain(account: str, chain_id: int) -> bytes:
-    return keccak(
-        encode(
-            ["bytes32", "bytes32", "bytes32", "uint256", "address"],
-            [
-                EIP712_DOMAIN_TYPEHASH,
-                keccak(SMART_ACCOUNT_DOMAIN_NAME),
-                keccak(SMART_ACCOUNT_DOMAIN_VERSION),
-                chain_id,
-                checksum(account),
-            ],
-        )
+    return eip712_domain_separator(
+        SMART_ACCOUNT_DOMAIN_NAME, SMART_ACCOUNT_DOMAIN_VERSION, chain_id, account
     )
 
 

@@ -141,18 +141,19 @@ class UserOperation:
         )
 
 
-def entry_point_domain_separator(entry_point: str, chain_id: int) -> bytes:
+def eip712_domain_separator(name: bytes, version: bytes, chain_id: int, contract: str) -> bytes:
+    """The EIP-712 domain separator (name, version, chainId, verifyingContract)."""
     return keccak(
         encode(
             ["bytes32", "bytes32", "bytes32", "uint256", "address"],
-            [
-                EIP712_DOMAIN_TYPEHASH,
-                keccak(ENTRY_POINT_DOMAIN_NAME),
-                keccak(ENTRY_POINT_DOMAIN_VERSION),
-                chain_id,
-                checksum(entry_point),
-            ],
+            [EIP712_DOMAIN_TYPEHASH, keccak(name), keccak(version), chain_id, checksum(contract)],
         )
+    )
+
+
+def entry_point_domain_separator(entry_point: str, chain_id: int) -> bytes:
+    return eip712_domain_separator(
+        ENTRY_POINT_DOMAIN_NAME, ENTRY_POINT_DOMAIN_VERSION, chain_id, entry_point
     )
 
 
