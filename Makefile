@@ -50,8 +50,10 @@ typecheck: setup
 contracts: $(NPM_STAMP)
 	node tools/compile.mjs src/entryway/contracts/artifacts
 
-# Re-resolve the Python lock (versions and hashes only, no index URLs).
+# Re-resolve the Python lock (versions and hashes only, no index URLs). uv is a maintainer's
+# tool, installed here on demand rather than carried by every setup.
 lock: setup
+	$(BIN)/pip install --quiet uv
 	$(BIN)/uv pip compile pyproject.toml --extra dev --generate-hashes --python-version 3.11 \
 	  --no-header -o requirements/dev.txt -q
 
