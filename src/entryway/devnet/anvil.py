@@ -85,6 +85,9 @@ class AnvilProcess:
             str(c.chain_id),
             "--hardfork",
             c.hardfork,
+            # Keep no historical states: anvil otherwise spills them to ~/.foundry/anvil/tmp
+            # (tens of GB over a long run). Only the latest and pending state are ever used.
+            "--prune-history",
         ]
         if c.state_path is not None:
             cmd += ["--state", str(c.state_path), "--state-interval", str(c.state_interval_s)]
