@@ -18,6 +18,7 @@ from entryway.bundler.rpc_types import (
     user_operation_json,
 )
 from entryway.bundler.service import Bundler, BundlingMode, OpStatus
+from entryway.bundler.validation.rules import StakeInfo
 from entryway.chain.rpc import RpcError, RpcTransportError
 from entryway.domain.evm import to_hex
 
@@ -247,8 +248,6 @@ class BundlerRpc:
             self.bundler.config.entry_point, EP.encode_call("getDepositInfo", address)
         )
         (_deposit, _staked, stake, delay, _withdraw) = EP.decode_output("getDepositInfo", raw)[0]
-        from entryway.bundler.validation.rules import StakeInfo
-
         return {
             "stakeInfo": {"addr": address, "stake": stake, "unstakeDelaySec": delay},
             "isStaked": self.bundler.config.rules.is_staked(StakeInfo(stake, delay)),

@@ -19,8 +19,8 @@ from entryway.bundler.mempool import Mempool, MempoolEntry, MempoolLimits
 from entryway.bundler.receipts import ReceiptReader
 from entryway.bundler.reputation import Reputation, ReputationStatus
 from entryway.bundler.submission import TransactionDroppedError, TransactionManager
-from entryway.bundler.validation.outcome import ValidationOutcome
-from entryway.bundler.validation.rules import RuleSettings
+from entryway.bundler.validation.outcome import ValidationData, ValidationOutcome
+from entryway.bundler.validation.rules import RuleSettings, StakeInfo
 from entryway.bundler.validation.sanity import SanityLimits, check_sanity
 from entryway.bundler.validation.simulation import (
     SIMULATION_BLOCK,
@@ -294,9 +294,6 @@ class Bundler:
         """debug_bundler_addUserOps: into the mempool without validation."""
         op_hash = await self.op_hash(op)
         block_number, _, _ = await self._chain_now()
-        from entryway.bundler.validation.outcome import ValidationData
-        from entryway.bundler.validation.rules import StakeInfo
-
         blank = ValidationOutcome(
             0, 0, ValidationData.unpack(0), ValidationData.unpack(0), b"",
             StakeInfo(0, 0), StakeInfo(0, 0), StakeInfo(0, 0),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import rlp
 from eth_utils.address import to_checksum_address
 from eth_utils.crypto import keccak as _keccak
 
@@ -41,6 +42,4 @@ def create2_address(deployer: str, salt: bytes, init_code: bytes) -> str:
 
 def create_address(deployer: str, nonce: int) -> str:
     """The address CREATE gives the `nonce`-th contract deployed by `deployer`."""
-    import rlp
-
     return checksum(keccak(rlp.encode([address_bytes(deployer), nonce]))[12:])

@@ -4,6 +4,7 @@ ERC-7562 rules."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from entryway import contracts
@@ -230,6 +231,4 @@ def check_outcome(outcome: ValidationOutcome, now: int) -> None:
 
 
 def _with_storage(outcome: ValidationOutcome, touched: frozenset[str]) -> ValidationOutcome:
-    from dataclasses import replace
-
     return replace(outcome, storage_touched=touched)
