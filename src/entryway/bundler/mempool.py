@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from entryway.bundler.errors import BundlerError, RpcErrorCode, invalid_params
 from entryway.bundler.reputation import Reputation, ReputationStatus
-from entryway.bundler.validation.outcome import ValidationOutcome
+from entryway.bundler.validation.outcome import MIN_VALIDITY_S, ValidationOutcome
 from entryway.domain.userop import UserOperation
 
 REPLACEMENT_BUMP_PERCENT = 10
@@ -26,6 +26,9 @@ class MempoolLimits:
     throttled_entity: int = 4  # THROTTLED_ENTITY_MEMPOOL_COUNT
     max_ops_allowed_unstaked_entity: int = 10_000
     max_size: int = 10_000
+    throttled_entity_live_blocks: int = 10  # THROTTLED_ENTITY_LIVE_BLOCKS
+    max_age_s: float = 3_600.0  # an op nobody bundled in an hour is stale
+    min_validity_s: int = MIN_VALIDITY_S
 
 
 @dataclass(slots=True)
@@ -206,6 +209,28 @@ class Mempool:
         for e in doomed:
             self.remove(e.user_op_hash)
         return doomed
+
+    def expire(
+        self, *, now: int, block: int, received_before: float
+    ) -> list[tuple[MempoolEntry, str]]:
+        """Drop what can no longer be bundled: ops about to expire, ops older than the max age
+        (`received_before`), and a throttled entity's ops after THROTTLED_ENTITY_LIVE_BLOCKS."""
+        dropped: list[tuple[MempoolEntry, str]] = []
+        for entry in list(self._by_hash.values()):
+            reason = None
+            if entry.outcome.valid_until < now + self.limits.min_validity_s:
+                reason = f"expires at {entry.outcome.valid_until}"
+            elif entry.received_at < received_before:
+                reason = "stale: not bundled within the mempool's maximum age"
+            elif block - entry.received_block > self.limits.throttled_entity_live_blocks and any(
+                self.reputation.status(a) is ReputationStatus.THROTTLED
+                for _, a, _ in entry.entities()
+            ):
+                reason = "its throttled entity's ops live only a few blocks"
+            if reason is not None:
+                self.remove(entry.user_op_hash)
+                dropped.append((entry, reason))
+        return dropped
 
     def clear(self) -> None:
         self._by_hash.clear()

@@ -369,7 +369,12 @@ class Bundler:
         return tx.latest.tx_hash
 
     async def _checked_bundle(self) -> list[MempoolEntry]:
-        _, now, base_fee = await self._chain_now()
+        block, now, base_fee = await self._chain_now()
+        max_age = self.config.mempool.max_age_s
+        for entry, reason in self.mempool.expire(
+            now=now, block=block, received_before=time.time() - max_age
+        ):
+            self.tracked[entry.user_op_hash] = Tracked(OpStatus.DROPPED, reason=reason)
         busy = {s for senders in self._in_flight.values() for s in senders}
         candidates = [e for e in self.mempool.entries() if e.op.sender not in busy]
         chosen = select_bundle(

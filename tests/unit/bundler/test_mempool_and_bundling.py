@@ -132,3 +132,25 @@ def test_throttled_paymaster_is_capped_per_bundle() -> None:
 def test_ops_below_the_base_fee_wait() -> None:
     e = entry(1)
     assert select_bundle([e], base_fee=e.op.max_fee_per_gas + 1, reputation=Reputation()) == []
+
+
+def test_stale_expiring_and_lingering_throttled_ops_are_dropped() -> None:
+    rep = Reputation()
+    pool = Mempool(rep)
+    fresh = entry(1)
+    fresh.received_at = 1_000.0
+    old = entry(2)
+    old.received_at = 10.0
+    expiring = entry(3)
+    expiring.outcome = replace(outcome(), account=ValidationData(0, 0, 2_000_010))
+    expiring.received_at = 1_000.0
+    throttled = entry(4, paymaster=PM)
+    throttled.received_at = 1_000.0
+    for e in (fresh, old, expiring, throttled):
+        pool.add(e)
+    rep.set(PM, 150, 0)  # throttled
+    dropped = pool.expire(now=2_000_000, block=5, received_before=100.0)
+    assert {e.op.sender for e, _ in dropped} == {sender(2), sender(3)}
+    dropped = pool.expire(now=2_000_000, block=11, received_before=100.0)
+    assert [e.op.sender for e, _ in dropped] == [sender(4)]
+    assert [e.op.sender for e in pool.entries()] == [sender(1)]

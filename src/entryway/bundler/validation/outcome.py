@@ -9,6 +9,8 @@ from entryway.bundler.validation.rules import StakeInfo
 _ADDRESS_MASK = 2**160 - 1
 _UINT48_MAX = 2**48 - 1
 SIG_VALIDATION_FAILED = 1
+# An op must stay valid this long after it is accepted, or it could not be bundled in time.
+MIN_VALIDITY_S = 30
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,7 +9,11 @@ from typing import Any
 
 from entryway import contracts
 from entryway.bundler.errors import BundlerError, RpcErrorCode
-from entryway.bundler.validation.outcome import ValidationData, ValidationOutcome
+from entryway.bundler.validation.outcome import (
+    MIN_VALIDITY_S,
+    ValidationData,
+    ValidationOutcome,
+)
 from entryway.bundler.validation.rules import (
     Entities,
     PreimagesNeeded,
@@ -33,8 +37,6 @@ SIMULATION_GAS_CAP = 20_000_000
 # Simulate on the pending state: a bundle lands after what the node already holds, and a
 # transaction that funded a sender a moment ago may not be in the latest block yet.
 SIMULATION_BLOCK = "pending"
-# An op must stay valid this long after it is accepted, or it could not be bundled.
-MIN_VALIDITY_S = 30
 _STRUCT_LOGGER = {"disableStorage": True, "enableMemory": False, "enableReturnData": False}
 
 
