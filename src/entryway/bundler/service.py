@@ -396,6 +396,8 @@ class Bundler:
                 self._blame(entry, result)
             elif isinstance(result, BaseException):
                 raise result
+            elif (changed := await self.validator.changed_code(entry.outcome)) is not None:
+                self._drop(entry, f"the code of {changed} changed since admission [COD-010]")
             else:
                 revalidated.append(entry)
         return await self._drop_failing(revalidated)

@@ -80,6 +80,42 @@ class JsonRpcClient:
             raise RpcError(int(err.get("code", 0)), str(err.get("message", "")), err.get("data"))
         return body.get("result")
 
+    async def batch(self, calls: Sequence[tuple[str, Sequence[JsonValue]]]) -> list[JsonValue]:
+        """Several calls in one JSON-RPC batch; results in the order asked."""
+        if not calls:
+            return []
+        first = next(self._ids)
+        payload = [
+            {"jsonrpc": "2.0", "id": first + i, "method": m, "params": p}
+            for i, (m, p) in enumerate(calls)
+        ]
+        try:
+            response = await self._http.post(
+                self.url,
+                content=orjson.dumps(payload),
+                headers={"content-type": "application/json"},
+            )
+            answers = orjson.loads(response.content)
+        except (httpx.HTTPError, orjson.JSONDecodeError) as exc:
+            raise RpcTransportError(f"{self.url}: batch failed: {exc!r}") from exc
+        if not isinstance(answers, list):
+            raise RpcTransportError(f"{self.url} answered a batch with a single object")
+        by_id = {a.get("id"): a for a in answers if isinstance(a, dict)}
+        results = []
+        for i in range(len(calls)):
+            answer = by_id.get(first + i)
+            if answer is None:
+                raise RpcTransportError(f"{self.url} left batch call {i} unanswered")
+            if "error" in answer:
+                err = answer["error"]
+                raise RpcError(
+                    int(err.get("code", 0)), str(err.get("message", "")), err.get("data")
+                )
+            results.append(answer.get("result"))
+        for _ in range(len(calls) - 1):
+            next(self._ids)
+        return results
+
     async def aclose(self) -> None:
         await self._http.aclose()
 

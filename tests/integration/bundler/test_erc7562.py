@@ -149,3 +149,23 @@ async def test_a_clean_op_of_each_entity_is_bundled(
     for op_hash in hashes:
         receipt = await client.result("eth_getUserOperationReceipt", op_hash)
         assert receipt is not None and receipt["success"] is True
+
+
+async def test_an_op_whose_entity_code_changed_is_not_bundled(
+    client: RpcClient, rules: RuleContracts, harness: Harness
+) -> None:
+    from entryway.domain.evm import to_hex
+
+    op = await rules.paymaster_op("")
+    op_hash = await client.send(op)
+    paymaster = op.paymaster
+    assert paymaster is not None
+    code = await harness.eth.get_code(paymaster)
+    # Same behaviour, different bytes (a trailing byte after the metadata): COD-010 applies.
+    await harness.eth.rpc.request("anvil_setCode", [paymaster, to_hex(code + b"\x00")])
+    try:
+        assert await client.bundle() == "ok"  # nothing was sent
+        status = await client.result("entryway_getUserOperationStatus", op_hash)
+        assert status["status"] == "dropped" and "COD-010" in status["reason"]
+    finally:
+        await harness.eth.rpc.request("anvil_setCode", [paymaster, to_hex(code)])

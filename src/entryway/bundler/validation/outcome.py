@@ -47,6 +47,9 @@ class ValidationOutcome:
     paymaster_stake: StakeInfo
     # Contracts whose storage validation touched (beyond the EntryPoint), for ERC-7562 STO-041.
     storage_touched: frozenset[str] = frozenset()
+    # ERC-7562 COD-010: the code hash of every contract validation used, to compare before
+    # bundling (a changed one voids the op).
+    code_hashes: tuple[tuple[str, bytes], ...] = ()
 
     @property
     def valid_after(self) -> int:

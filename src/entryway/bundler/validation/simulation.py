@@ -28,7 +28,7 @@ from entryway.bundler.validation.trace import (
 )
 from entryway.chain.rpc import EthClient, RpcError
 from entryway.contracts.abi import DecodedError
-from entryway.domain.evm import hex_to_bytes, to_hex
+from entryway.domain.evm import hex_to_bytes, keccak, to_hex
 from entryway.domain.userop import UserOperation
 
 SIMULATIONS = contracts.load("EntryPointSimulations")
@@ -200,7 +200,23 @@ class Validator:
             for access in phase.storage
             if access.address not in (self.simulator.entry_point, op.sender)
         }
-        return _with_storage(outcome, frozenset(touched))
+        hashes = await self.code_hashes(_code_used(trace, op, self.simulator.entry_point))
+        return replace(outcome, storage_touched=frozenset(touched), code_hashes=hashes)
+
+    async def code_hashes(self, addresses: set[str]) -> tuple[tuple[str, bytes], ...]:
+        """keccak256 of each address's code now, in one batch."""
+        ordered = sorted(addresses)
+        codes = await self.simulator.eth.rpc.batch(
+            [("eth_getCode", [a, SIMULATION_BLOCK]) for a in ordered]
+        )
+        return tuple((a, keccak(hex_to_bytes(c))) for a, c in zip(ordered, codes, strict=True))
+
+    async def changed_code(self, outcome: ValidationOutcome) -> str | None:
+        """COD-010: the first contract whose code changed since the op was admitted."""
+        if not outcome.code_hashes:
+            return None
+        now = dict(await self.code_hashes({a for a, _ in outcome.code_hashes}))
+        return next((a for a, h in outcome.code_hashes if now.get(a) != h), None)
 
 
 def eip7702_override(op: UserOperation) -> dict[str, Any] | None:
@@ -232,5 +248,17 @@ def check_outcome(outcome: ValidationOutcome, now: int) -> None:
         )
 
 
-def _with_storage(outcome: ValidationOutcome, touched: frozenset[str]) -> ValidationOutcome:
-    return replace(outcome, storage_touched=touched)
+def _code_used(trace: ValidationTrace, op: UserOperation, entry_point: str) -> set[str]:
+    """Contracts whose code validation ran or read: the entities and every entered call and
+    code access. The EntryPoint is left out (simulation replaces its code), and so is a sender
+    the op itself deploys."""
+    used = {a for a in (op.factory, op.paymaster) if a is not None}
+    if op.factory is None:
+        used.add(op.sender)
+    for phase in trace.phases.values():
+        used.update(c.target for c in phase.calls if c.entered)
+        used.update(c.target for c in phase.code_accesses)
+    used.discard(entry_point)
+    if op.factory is not None or op.eip7702_auth is not None:
+        used.discard(op.sender)  # its code is what this op's bundle puts there
+    return used
