@@ -86,14 +86,49 @@ def devnet(
 @app.command()
 def up(
     data_dir: DataDir = Path(".entryway"),
+    port: Annotated[int, typer.Option(help="Port of the HTTP API.")] = 8000,
+    host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
     chains: Annotated[str, typer.Option(help="Devnet chain ids.")] = ",".join(
         map(str, DEFAULT_DEVNET_CHAINS)
     ),
     base_port: Annotated[int, typer.Option(help="First devnet RPC port; 0: any.")] = 8545,
 ) -> None:
-    """Run the embedded default: local devnets with every contract deployed."""
-    typer.secho("entryway up: starting devnets (Ctrl-C stops)", err=True)
-    _run(_run_devnet(data_dir, _parse_chains(chains), base_port, None))
+    """Run the embedded default: devnets with every contract, the API and a bundler per chain.
+
+    State lives in the data dir (SQLite unless ENTRYWAY_DATABASE_URL names a database);
+    `<data-dir>/demo.json` holds a demo project's API key.
+    """
+    import logging
+    import os
+    from contextlib import asynccontextmanager
+
+    import uvicorn
+    from fastapi import FastAPI
+
+    from entryway.service.app import create_app
+    from entryway.service.embedded import EmbeddedSettings, run_embedded
+    from entryway.service.services import Services
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    settings = EmbeddedSettings(
+        data_dir=data_dir,
+        chains=_parse_chains(chains),
+        devnet_base_port=base_port,
+        database_url=os.environ.get("ENTRYWAY_DATABASE_URL"),
+    )
+    services = Services()
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI):  # type: ignore[no-untyped-def]
+        async with run_embedded(settings, services) as demo:
+            api = f"http://{host}:{port}"
+            typer.secho(f"API        {api}  (GET /healthz, /get-sdk-defaults, POST /rpc/<chainId>)")
+            typer.secho("Dashboard  not built yet")
+            typer.secho(f"API key    {demo['apiKey']}  (also in {data_dir / 'demo.json'})")
+            yield
+
+    uvicorn.run(create_app(services, lifespan), host=host, port=port, log_level="warning")
 
 
 @app.command()

@@ -34,6 +34,7 @@ class DevnetKeys:
     operator: LocalAccount
     paymaster_signer: LocalAccount
     notary_submitter: LocalAccount
+    bundler_executor: LocalAccount
 
     @classmethod
     def load_or_create(cls, key_dir: Path) -> DevnetKeys:
@@ -41,6 +42,7 @@ class DevnetKeys:
             operator=load_or_create_key(key_dir / "operator.key"),
             paymaster_signer=load_or_create_key(key_dir / "paymaster-signer.key"),
             notary_submitter=load_or_create_key(key_dir / "notary-submitter.key"),
+            bundler_executor=load_or_create_key(key_dir / "bundler-executor.key"),
         )
 
     @property
@@ -109,6 +111,7 @@ class Devnet:
             for account, balance in (
                 (self.keys.operator, _OPERATOR_BALANCE),
                 (self.keys.notary_submitter, _SUBMITTER_BALANCE),
+                (self.keys.bundler_executor, _SUBMITTER_BALANCE),
             ):
                 if await eth.get_balance(account.address) < balance // 2:
                     await rpc.request("anvil_setBalance", [account.address, hex(balance)])

@@ -1,0 +1,1 @@
+"""The service: HTTP API (REST + JSON-RPC), the per-chain bundlers, wired in one place."""

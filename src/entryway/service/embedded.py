@@ -1,0 +1,118 @@
+"""The embedded default (`entryway up`): devnets with every contract, SQLite (or the
+database ENTRYWAY_DATABASE_URL names), a bundler per chain, a demo project and key."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from entryway.bundler.service import BundlingMode
+from entryway.bundler.standalone import StandaloneSettings, build_bundler
+from entryway.chain.rpc import EthClient, JsonRpcClient
+from entryway.devnet.devnet import Devnet
+from entryway.domain.apikeys import InvalidApiKeyError, KeyEnvironment
+from entryway.domain.credits import CreditLot, LotKind
+from entryway.domain.plans import PlanName, plan
+from entryway.service.services import ChainRuntime, Services
+from entryway.storage.engine import make_engine, migrate, sqlite_url
+from entryway.storage.store import Store
+
+
+@dataclass(frozen=True)
+class EmbeddedSettings:
+    data_dir: Path
+    chains: Sequence[int]
+    devnet_base_port: int = 8545
+    database_url: str | None = None
+
+
+@asynccontextmanager
+async def run_embedded(
+    settings: EmbeddedSettings, services: Services
+) -> AsyncIterator[dict[str, Any]]:
+    """Start everything, fill `services`, yield the demo credentials; stop it all after."""
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    async with AsyncExitStack() as stack:
+        devnet = await stack.enter_async_context(
+            Devnet(settings.data_dir, list(settings.chains), base_port=settings.devnet_base_port)
+        )
+        engine = make_engine(settings.database_url or sqlite_url(settings.data_dir))
+        stack.push_async_callback(engine.dispose)
+        await migrate(engine)
+        store = Store(engine)
+        services.attach(store)
+        for chain in devnet.chains:
+            client = await stack.enter_async_context(JsonRpcClient(chain.rpc_url))
+            rpc = await build_bundler(
+                EthClient(client),
+                StandaloneSettings(
+                    rpc_url=chain.rpc_url,
+                    entry_point=chain.deployment.entry_point,
+                    executor_keys=(devnet.keys.bundler_executor,),
+                    mode=BundlingMode.AUTO,
+                ),
+            )
+            await rpc.bundler.start()
+            stack.push_async_callback(rpc.bundler.stop)
+            services.chains[chain.chain_id] = ChainRuntime(
+                chain.chain_id, chain.rpc_url, chain.deployment, rpc
+            )
+        demo = await _demo_project(store, settings.data_dir / "demo.json", services)
+        yield demo
+
+
+async def _demo_project(store: Store, path: Path, services: Services) -> dict[str, Any]:
+    """A FREE project on the devnet chains with its key, made once and kept in demo.json."""
+    chains = sorted(services.chains)
+    saved = _read(path)
+    if saved is not None:
+        try:
+            await store.authenticate(saved["apiKey"])
+        except (InvalidApiKeyError, KeyError):
+            pass  # a new database: make the demo again
+        else:
+            demo: dict[str, Any] = {**saved, "chains": _chains_json(services)}  # ports may move
+            _write(path, demo)
+            return demo
+    now = datetime.now(UTC)
+    owner = await store.create_user(f"demo-{now.timestamp()}@entryway.local", now)
+    project_id = await store.create_project(owner, "Demo", PlanName.FREE, chains, now)
+    key = await store.issue_key(project_id, KeyEnvironment.TEST, chains, now)
+    grant = plan(PlanName.FREE).monthly_credits or 0
+    await store.add_lot(
+        project_id, CreditLot.new(f"{project_id}-grant-0", LotKind.GRANT, grant, now)
+    )
+    demo = {"apiKey": key.secret, "projectId": project_id, "chains": _chains_json(services)}
+    _write(path, demo)
+    return demo
+
+
+def _chains_json(services: Services) -> dict[str, Any]:
+    return {
+        str(c.chain_id): {
+            "rpcUrl": c.rpc_url,
+            "entryPoint": c.deployment.entry_point,
+            "accountFactory": c.deployment.account_factory,
+            "paymaster": c.deployment.paymaster,
+            "notary": c.deployment.notary,
+        }
+        for c in services.chains.values()
+    }
+
+
+# Small local files, read and written once at start-up: blocking I/O is fine here.
+def _read(path: Path) -> dict[str, Any] | None:
+    if not path.exists():
+        return None
+    data: dict[str, Any] = json.loads(path.read_text())
+    return data
+
+
+def _write(path: Path, demo: dict[str, Any]) -> None:
+    path.write_text(json.dumps(demo, indent=2) + "\n")
+    path.chmod(0o600)

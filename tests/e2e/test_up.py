@@ -1,0 +1,135 @@
+"""`entryway up` as an operator runs it: devnets, the API and the bundlers in one process."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from entryway.devnet.anvil import free_port
+
+ENTRYWAY = str(Path(sys.executable).with_name("entryway"))
+
+
+async def start(data_dir: Path, port: int) -> asyncio.subprocess.Process:
+    proc = await asyncio.create_subprocess_exec(
+        ENTRYWAY, "up", "--data-dir", str(data_dir), "--port", str(port), "--base-port", "0",
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+    async with httpx.AsyncClient() as http:
+        for _ in range(600):
+            try:
+                if (await http.get(f"http://127.0.0.1:{port}/healthz")).status_code == 200:
+                    return proc
+            except httpx.HTTPError:
+                pass
+            if proc.returncode is not None:
+                raise AssertionError("entryway up exited")
+            await asyncio.sleep(0.1)
+    raise AssertionError("entryway up did not become healthy")
+
+
+async def stop(proc: asyncio.subprocess.Process) -> None:
+    proc.send_signal(signal.SIGINT)
+    await asyncio.wait_for(proc.wait(), 30)
+
+
+@pytest.fixture
+async def service(tmp_path: Path) -> AsyncIterator[tuple[str, dict[str, Any], Path]]:
+    port = free_port()
+    proc = await start(tmp_path, port)
+    try:
+        demo = json.loads((tmp_path / "demo.json").read_text())
+        yield f"http://127.0.0.1:{port}", demo, tmp_path
+    finally:
+        await stop(proc)
+
+
+async def test_the_demo_key_reaches_sdk_defaults_and_the_bundler(
+    service: tuple[str, dict[str, Any], Path],
+) -> None:
+    url, demo, _ = service
+    auth = {"Authorization": f"Bearer {demo['apiKey']}"}
+    assert set(demo["chains"]) == {"80002", "84532"}
+    async with httpx.AsyncClient(base_url=url) as http:
+        r = await http.get("/get-sdk-defaults", params={"chainId": 80002}, headers=auth)
+        assert r.status_code == 200, r.text
+        assert r.headers["Entryway-API-Version"] == "v1"
+        body = r.json()
+        assert body["entryPoint"] == "0x4337084D9E255Ff0702461CF8895CE9E3b5Ff108"
+        assert body["paymaster"] == demo["chains"]["80002"]["paymaster"]
+        assert body["bundlerUrl"] == f"{url}/rpc/80002" and body["nativeToken"] == "POL"
+        listed = (await http.get("/v1/sdk-defaults", headers=auth)).json()
+        assert sorted(listed["chains"]) == ["80002", "84532"]
+        rpc = await http.post(
+            "/rpc/84532",
+            params={"apikey": demo["apiKey"]},
+            json={"jsonrpc": "2.0", "id": 1, "method": "eth_chainId", "params": []},
+        )
+        assert rpc.json() == {"jsonrpc": "2.0", "id": 1, "result": hex(84532)}
+
+
+async def test_errors_are_problem_details_with_stable_codes(
+    service: tuple[str, dict[str, Any], Path],
+) -> None:
+    url, demo, _ = service
+    async with httpx.AsyncClient(base_url=url) as http:
+        missing = await http.get("/get-sdk-defaults", params={"chainId": 80002})
+        assert missing.status_code == 401
+        assert missing.headers["content-type"] == "application/problem+json"
+        assert missing.json()["code"] == "invalid_api_key"
+        bogus = await http.get(
+            "/get-sdk-defaults",
+            params={"chainId": 80002},
+            headers={"Authorization": "Bearer ew_test_nope"},
+        )
+        assert bogus.status_code == 401
+        auth = {"Authorization": f"Bearer {demo['apiKey']}"}
+        mainnet = await http.get("/get-sdk-defaults", params={"chainId": 137}, headers=auth)
+        problem = mainnet.json()
+        assert mainnet.status_code == 403 and problem["code"] == "chain_not_recognised"
+        failed = {c["check"] for c in problem["checks"] if not c["passed"]}
+        assert failed == {
+            "the chain ID is enabled for the project",
+            "the API key has access to that network",
+        }
+        rpc = await http.post(
+            "/rpc/137", headers=auth, json={"jsonrpc": "2.0", "id": 1, "method": "eth_chainId"}
+        )
+        assert rpc.status_code == 403
+
+
+async def test_a_restart_keeps_the_demo_key_and_the_chains(tmp_path: Path) -> None:
+    port = free_port()
+    proc = await start(tmp_path, port)
+    first = json.loads((tmp_path / "demo.json").read_text())
+    await stop(proc)
+    assert (tmp_path / "demo.json").stat().st_mode & 0o077 == 0
+    port = free_port()
+    proc = await start(tmp_path, port)
+    try:
+        again = json.loads((tmp_path / "demo.json").read_text())
+        assert again["apiKey"] == first["apiKey"] and again["projectId"] == first["projectId"]
+        for chain_id, chain in first["chains"].items():
+            for name in ("entryPoint", "accountFactory", "paymaster", "notary"):
+                assert again["chains"][chain_id][name] == chain[name]
+            async with httpx.AsyncClient() as node:  # the written RPC URL is the live one
+                r = await node.post(
+                    again["chains"][chain_id]["rpcUrl"],
+                    json={"jsonrpc": "2.0", "id": 1, "method": "eth_chainId", "params": []},
+                )
+                assert int(r.json()["result"], 16) == int(chain_id)
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as http:
+            r = await http.get(
+                "/sdk-defaults", headers={"Authorization": f"Bearer {first['apiKey']}"}
+            )
+            assert r.status_code == 200 and sorted(r.json()["chains"]) == ["80002", "84532"]
+    finally:
+        await stop(proc)
