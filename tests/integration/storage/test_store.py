@@ -89,3 +89,18 @@ async def test_concurrent_retries_of_one_event_charge_once(engine: AsyncEngine) 
             select(func.count()).select_from(usage_events).where(usage_events.c.project_id == pid)
         )
     assert count == 1
+
+
+async def test_the_migrations_build_exactly_the_schema_the_code_uses(engine: AsyncEngine) -> None:
+    """schema.py and the migrations describe the same tables twice, on purpose (a migration
+    must not change when the code does); this holds them together."""
+    from alembic.autogenerate import compare_metadata
+    from alembic.migration import MigrationContext
+
+    from entryway.storage.schema import metadata
+
+    def diff(connection: object) -> list[object]:
+        return list(compare_metadata(MigrationContext.configure(connection), metadata))
+
+    async with engine.connect() as db:
+        assert await db.run_sync(diff) == []
