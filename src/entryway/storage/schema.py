@@ -44,6 +44,11 @@ projects = Table(
     Column("aa_module_enabled", Boolean, nullable=False),
     Column("chains", Text, nullable=False),  # comma-separated chain ids
     Column("created_at", DateTime(timezone=True), nullable=False),
+    # Billing: the current cycle, its overage so far, a plan change waiting for the next cycle.
+    Column("cycle_started_at", DateTime(timezone=True), nullable=True),  # None: created_at
+    Column("cycle_overage", BigInteger, nullable=False, server_default="0"),
+    Column("next_plan", String(20), nullable=True),
+    Column("low_balance_credits", BigInteger, nullable=True),  # None: a tenth of the grant
 )
 
 api_keys = Table(
@@ -82,5 +87,82 @@ usage_events = Table(
     Column("credits", BigInteger, nullable=False),
     Column("overage", BigInteger, nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False),
+    # Who and where: the key (None for the service's own work, e.g. webhook delivery), the
+    # endpoint, the chain, the subject (a sender or wallet address) and the policy that paid.
+    Column("key_id", String(8), nullable=True),
+    Column("endpoint", String(100), nullable=True),
+    Column("chain_id", BigInteger, nullable=True),
+    Column("subject", String(66), nullable=True),
+    Column("policy_id", String(36), nullable=True),
+    # held (an estimate, sponsored but not mined), settled (final), released (never landed).
+    Column("status", String(10), nullable=False, server_default="settled"),
+    Column("breakdown", Text, nullable=True),  # the quote's components, JSON
+    Column("settled_at", DateTime(timezone=True), nullable=True),
     UniqueConstraint("project_id", "idempotency_key", name="uq_usage_events_idempotency"),
+    Index("ix_usage_events_project_id", "project_id", "created_at"),
+)
+
+# Which lots paid for which event: a hold's release or settlement gives credit back to them.
+usage_draws = Table(
+    "usage_draws",
+    metadata,
+    Column("event_id", String(36), ForeignKey("usage_events.event_id"), primary_key=True),
+    Column("lot_id", String(64), ForeignKey("credit_lots.lot_id"), primary_key=True),
+    Column("credits", BigInteger, nullable=False),
+)
+
+# Free reads are counted, not charged one by one: per key, endpoint, chain and UTC day.
+request_counts = Table(
+    "request_counts",
+    metadata,
+    Column("project_id", String(36), ForeignKey("projects.project_id"), primary_key=True),
+    Column("key_id", String(8), primary_key=True),
+    Column("endpoint", String(100), primary_key=True),
+    Column("chain_id", BigInteger, primary_key=True),  # 0: no chain
+    Column("day", String(10), primary_key=True),  # YYYY-MM-DD
+    Column("requests", BigInteger, nullable=False),
+    Column("credits", BigInteger, nullable=False),
+)
+
+invoices = Table(
+    "invoices",
+    metadata,
+    Column("invoice_id", String(36), primary_key=True),
+    Column("project_id", String(36), ForeignKey("projects.project_id"), nullable=False),
+    Column("plan", String(20), nullable=False),
+    Column("cycle_start", DateTime(timezone=True), nullable=False),
+    Column("cycle_end", DateTime(timezone=True), nullable=False),
+    Column("plan_price_micro_eur", BigInteger, nullable=False),
+    Column("overage_credits", BigInteger, nullable=False),
+    Column("overage_micro_eur", BigInteger, nullable=False),
+    Column("total_micro_eur", BigInteger, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    UniqueConstraint("project_id", "cycle_start", name="uq_invoices_cycle"),
+)
+
+# At most one alert of a kind per project and cycle (credits.low, credits.overage, ...).
+alerts = Table(
+    "alerts",
+    metadata,
+    Column("alert_id", String(36), primary_key=True),
+    Column("project_id", String(36), ForeignKey("projects.project_id"), nullable=False),
+    Column("kind", String(40), nullable=False),
+    Column("cycle_start", DateTime(timezone=True), nullable=False),
+    Column("detail", Text, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    UniqueConstraint("project_id", "kind", "cycle_start", name="uq_alerts_once_per_cycle"),
+)
+
+# Sponsorship policies: the rules are a JSON document the paymaster's domain validates.
+sponsorship_policies = Table(
+    "sponsorship_policies",
+    metadata,
+    Column("policy_id", String(36), primary_key=True),
+    Column("project_id", String(36), ForeignKey("projects.project_id"), nullable=False),
+    Column("name", String(200), nullable=False),
+    Column("rules", Text, nullable=False),
+    Column("active", Boolean, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=True),
+    Index("ix_sponsorship_policies_project_id", "project_id"),
 )
