@@ -7,11 +7,10 @@ from contextlib import AbstractAsyncContextManager
 from typing import Annotated, Any
 
 import orjson
-from fastapi import Depends, FastAPI, Query, Request
+from fastapi import FastAPI, Query, Request
 from fastapi.responses import JSONResponse, Response
 
 from entryway import __version__
-from entryway.domain.apikeys import InvalidApiKeyError
 from entryway.domain.chain_access import (
     AccessContext,
     ChainNotRecognisedError,
@@ -20,7 +19,8 @@ from entryway.domain.chain_access import (
 )
 from entryway.domain.networks import NETWORKS
 from entryway.domain.plans import plan
-from entryway.service.problems import Problem, invalid_api_key
+from entryway.service.auth import CurrentCaller
+from entryway.service.problems import Problem
 from entryway.service.services import Services
 from entryway.storage.store import Caller
 
@@ -124,26 +124,3 @@ def create_app(
         return JSONResponse(answer) if answer is not None else Response(status_code=204)
 
     return app
-
-
-async def current_caller(request: Request) -> Caller:
-    """The project and key behind the request's API key, or 401."""
-    services: Services = request.app.state.services
-    try:
-        return await services.store.authenticate(_presented_key(request))
-    except InvalidApiKeyError as exc:
-        raise invalid_api_key(str(exc)) from None
-
-
-CurrentCaller = Annotated[Caller, Depends(current_caller)]
-
-
-def _presented_key(request: Request) -> str:
-    """Bearer header; the JSON-RPC endpoint also takes `?apikey=` as bundler clients expect."""
-    header = request.headers.get("authorization", "")
-    if header.lower().startswith("bearer "):
-        return header[7:].strip()
-    key = request.query_params.get("apikey")
-    if key:
-        return key
-    raise invalid_api_key("send Authorization: Bearer <API_KEY>")

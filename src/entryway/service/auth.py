@@ -1,0 +1,35 @@
+"""Who is calling: the API key on the request, resolved to its project and key."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from entryway.domain.apikeys import InvalidApiKeyError
+from entryway.service.problems import invalid_api_key
+from entryway.service.services import Services
+from entryway.storage.store import Caller
+
+
+async def current_caller(request: Request) -> Caller:
+    """The project and key behind the request's API key, or 401."""
+    services: Services = request.app.state.services
+    try:
+        return await services.store.authenticate(_presented_key(request))
+    except InvalidApiKeyError as exc:
+        raise invalid_api_key(str(exc)) from None
+
+
+CurrentCaller = Annotated[Caller, Depends(current_caller)]
+
+
+def _presented_key(request: Request) -> str:
+    """Bearer header; the JSON-RPC endpoint also takes `?apikey=` as bundler clients expect."""
+    header = request.headers.get("authorization", "")
+    if header.lower().startswith("bearer "):
+        return header[7:].strip()
+    key = request.query_params.get("apikey")
+    if key:
+        return key
+    raise invalid_api_key("send Authorization: Bearer <API_KEY>")
