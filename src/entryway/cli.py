@@ -116,6 +116,9 @@ def up(
         chains=_parse_chains(chains),
         devnet_base_port=base_port,
         database_url=os.environ.get("ENTRYWAY_DATABASE_URL"),
+        redis_url=os.environ.get("ENTRYWAY_REDIS_URL"),
+        rate_limits=os.environ.get("ENTRYWAY_RATE_LIMITS", ""),
+        admin_token=os.environ.get("ENTRYWAY_ADMIN_TOKEN"),
     )
     services = Services()
 
@@ -126,6 +129,7 @@ def up(
             typer.secho(f"API        {api}  (GET /healthz, /get-sdk-defaults, POST /rpc/<chainId>)")
             typer.secho("Dashboard  not built yet")
             typer.secho(f"API key    {demo['apiKey']}  (also in {data_dir / 'demo.json'})")
+            typer.secho(f"Operator   token in {data_dir / 'admin-token'}  (/v1/admin/...)")
             yield
 
     uvicorn.run(create_app(services, lifespan), host=host, port=port, log_level="warning")

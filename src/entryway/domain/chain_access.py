@@ -8,7 +8,7 @@ integrator sees at once what to change.
 
 from __future__ import annotations
 
-from collections.abc import Set
+from collections.abc import Iterable, Set
 from dataclasses import dataclass
 
 from entryway.domain.networks import NETWORKS
@@ -64,3 +64,8 @@ def check_chain_access(chain_id: int, ctx: AccessContext) -> None:
     assert network is not None
     if not ctx.plan.mainnet and not network.is_testnet:
         raise PlanNetworkNotAllowedError(chain_id, ctx.plan)
+
+
+def unknown_chains(chain_ids: Iterable[int]) -> set[int]:
+    """The ids that are not supported networks (a project or key cannot enable them)."""
+    return {c for c in chain_ids if c not in NETWORKS}

@@ -24,6 +24,7 @@ KIB = 1024
 class OperationType(StrEnum):
     READ = "read"
     SPONSORED_USER_OPERATION = "sponsored_user_operation"
+    RELAYED_USER_OPERATION = "relayed_user_operation"  # the sender pays the gas
     ACCOUNT_CREATION = "account_creation"
     GUARDIAN_MANAGEMENT = "guardian_management"
     RECOVERY = "recovery"
@@ -81,6 +82,17 @@ class PriceBook:
             OperationType.SPONSORED_USER_OPERATION,
             validation=self.validation,
             sponsorship=self.sponsorship + self.gas_credits(chain_id, gas_cost_wei),
+            relay=self.relay_per_call * max(calls, 1) + self.per_calldata_byte * calldata_bytes,
+        )
+
+    def relayed_user_operation(self, *, calls: int, calldata_bytes: int, sponsored: bool) -> Quote:
+        """An op the bundler relays for a sender who pays its own gas: validation + relay.
+        Ops our paymaster sponsors were charged at sponsorship, so relaying them is free."""
+        if sponsored:
+            return Quote.of(OperationType.RELAYED_USER_OPERATION, sponsored=0)
+        return Quote.of(
+            OperationType.RELAYED_USER_OPERATION,
+            validation=self.validation,
             relay=self.relay_per_call * max(calls, 1) + self.per_calldata_byte * calldata_bytes,
         )
 

@@ -1,4 +1,5 @@
-"""Who is calling: the API key on the request, resolved to its project and key."""
+"""Who is calling: the API key on the request, resolved to its project and key, then held to
+its plan's rate limit."""
 
 from __future__ import annotations
 
@@ -7,18 +8,32 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from entryway.domain.apikeys import InvalidApiKeyError
-from entryway.service.problems import invalid_api_key
+from entryway.service.problems import Problem, invalid_api_key
 from entryway.service.services import Services
 from entryway.storage.store import Caller
 
 
 async def current_caller(request: Request) -> Caller:
-    """The project and key behind the request's API key, or 401."""
+    """The project and key behind the request's API key, or 401; over the limit, 429."""
     services: Services = request.app.state.services
     try:
-        return await services.store.authenticate(_presented_key(request))
+        caller = await services.store.authenticate(_presented_key(request))
     except InvalidApiKeyError as exc:
         raise invalid_api_key(str(exc)) from None
+    limiter = services.platform.limiter
+    if limiter is not None:
+        decision = await limiter.hit(caller.plan, caller.key_id)
+        request.state.rate_limit_headers = decision.headers()
+        if not decision.allowed:
+            raise Problem(
+                429,
+                "rate_limited",
+                "Rate limit exceeded",
+                f"the {caller.plan.value} plan allows {decision.limit} requests per window "
+                f"per API key; retry after {decision.reset_seconds} s",
+                headers=decision.headers(),
+            )
+    return caller
 
 
 CurrentCaller = Annotated[Caller, Depends(current_caller)]

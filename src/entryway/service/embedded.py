@@ -3,7 +3,10 @@ database ENTRYWAY_DATABASE_URL names), a bundler per chain, a demo project and k
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
+import secrets
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
@@ -16,11 +19,13 @@ from entryway.bundler.standalone import StandaloneSettings, build_bundler
 from entryway.chain.rpc import EthClient, JsonRpcClient
 from entryway.devnet.devnet import Devnet
 from entryway.domain.apikeys import InvalidApiKeyError, KeyEnvironment
-from entryway.domain.credits import CreditLot, LotKind
-from entryway.domain.plans import PlanName, plan
+from entryway.domain.plans import PlanName
+from entryway.service.ratelimit import RateLimiter, parse_limits
 from entryway.service.services import ChainRuntime, Services
 from entryway.storage.engine import make_engine, migrate, sqlite_url
 from entryway.storage.store import Store
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -29,6 +34,9 @@ class EmbeddedSettings:
     chains: Sequence[int]
     devnet_base_port: int = 8545
     database_url: str | None = None
+    redis_url: str | None = None  # shared rate limits; in memory without
+    rate_limits: str = ""  # e.g. "FREE=10/second" over the defaults
+    admin_token: str | None = None  # None: read or make <data-dir>/admin-token
 
 
 @asynccontextmanager
@@ -45,7 +53,13 @@ async def run_embedded(
         stack.push_async_callback(engine.dispose)
         await migrate(engine)
         store = Store(engine)
-        services.attach(store)
+        limiter = RateLimiter(parse_limits(settings.rate_limits), settings.redis_url)
+        platform = services.attach(store, limiter=limiter)
+        services.admin_token = settings.admin_token or _admin_token(settings.data_dir)
+        await platform.meter.start()
+        stack.push_async_callback(platform.meter.stop)
+        closer = asyncio.create_task(_close_cycles_forever(services))
+        stack.callback(closer.cancel)
         for chain in devnet.chains:
             client = await stack.enter_async_context(JsonRpcClient(chain.rpc_url))
             rpc = await build_bundler(
@@ -60,7 +74,7 @@ async def run_embedded(
             await rpc.bundler.start()
             stack.push_async_callback(rpc.bundler.stop)
             services.chains[chain.chain_id] = ChainRuntime(
-                chain.chain_id, chain.rpc_url, chain.deployment, rpc
+                chain.chain_id, chain.rpc_url, chain.deployment, rpc, EthClient(client)
             )
         demo = await _demo_project(store, settings.data_dir / "demo.json", services)
         yield demo
@@ -83,13 +97,31 @@ async def _demo_project(store: Store, path: Path, services: Services) -> dict[st
     owner = await store.create_user(f"demo-{now.timestamp()}@entryway.local", now)
     project_id = await store.create_project(owner, "Demo", PlanName.FREE, chains, now)
     key = await store.issue_key(project_id, KeyEnvironment.TEST, chains, now)
-    grant = plan(PlanName.FREE).monthly_credits or 0
-    await store.add_lot(
-        project_id, CreditLot.new(f"{project_id}-grant-0", LotKind.GRANT, grant, now)
-    )
     demo = {"apiKey": key.secret, "projectId": project_id, "chains": _chains_json(services)}
     _write(path, demo)
     return demo
+
+
+async def _close_cycles_forever(services: Services, every_s: float = 60.0) -> None:
+    """Close billing cycles as they end (invoices, plan changes, next month's grants)."""
+    billing = services.platform.billing
+    while True:
+        now = datetime.now(UTC)
+        try:
+            for project_id in await billing.due_projects(now):
+                await billing.close_due_cycles(project_id, now)
+        except Exception:
+            log.exception("closing billing cycles failed; retrying in %.0f s", every_s)
+        await asyncio.sleep(every_s)
+
+
+def _admin_token(data_dir: Path) -> str:
+    """The operator token for /v1/admin, made once and kept (0600) in the data directory."""
+    path = data_dir / "admin-token"
+    if not path.exists():
+        path.write_text(secrets.token_urlsafe(32) + "\n")
+        path.chmod(0o600)
+    return path.read_text().strip()
 
 
 def _chains_json(services: Services) -> dict[str, Any]:

@@ -10,8 +10,18 @@ PROBLEM_JSON = "application/problem+json"
 
 
 class Problem(Exception):  # noqa: N818 - an HTTP answer, raised
-    def __init__(self, status: int, code: str, title: str, detail: str = "", **extra: Any) -> None:
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        title: str,
+        detail: str = "",
+        *,
+        headers: dict[str, str] | None = None,
+        **extra: Any,
+    ) -> None:
         super().__init__(detail or title)
+        self.headers = headers or {}
         self.status = status
         self.code = code
         self.title = title
@@ -28,7 +38,9 @@ class Problem(Exception):  # noqa: N818 - an HTTP answer, raised
             "instance": instance,
             **self.extra,
         }
-        headers = {"WWW-Authenticate": "Bearer"} if self.status == 401 else None
+        headers = dict(self.headers)
+        if self.status == 401:
+            headers["WWW-Authenticate"] = "Bearer"
         return JSONResponse(body, status_code=self.status, media_type=PROBLEM_JSON, headers=headers)
 
 

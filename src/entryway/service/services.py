@@ -1,13 +1,20 @@
-"""What the HTTP API serves from: the store and one bundler per chain. Built by the
-embedded runtime (`entryway up`) inside the server's lifespan, so nothing connects at import."""
+"""What the HTTP API serves from: the store, the ledger's companions (billing, metering,
+rate limits, prices) and one bundler per chain. Built by the composition root (`entryway up`)
+inside the server's lifespan, so nothing connects at import."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from entryway.bundler.rpc_methods import BundlerRpc
+from entryway.chain.rpc import EthClient
 from entryway.deploy.deployer import Deployment
+from entryway.domain.pricebook import PriceBook, default_price_book
+from entryway.service.metering import Meter
+from entryway.service.ratelimit import RateLimiter
+from entryway.storage.billing import Billing
 from entryway.storage.store import Store
+from entryway.storage.usage import UsageQueries
 
 
 @dataclass(frozen=True, slots=True)
@@ -16,18 +23,45 @@ class ChainRuntime:
     rpc_url: str
     deployment: Deployment
     rpc: BundlerRpc
+    eth: EthClient
+
+
+@dataclass
+class Platform:
+    store: Store
+    billing: Billing
+    meter: Meter
+    limiter: RateLimiter | None  # None: no rate limits (benchmarks, tests that want none)
+    usage: UsageQueries
 
 
 @dataclass
 class Services:
     chains: dict[int, ChainRuntime] = field(default_factory=dict)
-    _store: Store | None = None
+    prices: PriceBook = field(default_factory=default_price_book)
+    maintenance: set[int] = field(default_factory=set)  # chain ids under maintenance
+    admin_token: str | None = None
+    _platform: Platform | None = None
+
+    @property
+    def platform(self) -> Platform:
+        if self._platform is None:
+            raise RuntimeError("the service is not started")
+        return self._platform
 
     @property
     def store(self) -> Store:
-        if self._store is None:
-            raise RuntimeError("the service is not started")
-        return self._store
+        return self.platform.store
 
-    def attach(self, store: Store) -> None:
-        self._store = store
+    def attach(
+        self,
+        store: Store,
+        *,
+        billing: Billing | None = None,
+        limiter: RateLimiter | None = None,
+        metering: bool = True,
+    ) -> Platform:
+        billing = billing or Billing(store.engine)
+        meter = Meter(store, billing, self.prices, enabled=metering)
+        self._platform = Platform(store, billing, meter, limiter, UsageQueries(store.engine))
+        return self._platform

@@ -23,7 +23,7 @@ async def project(store: Store, plan: PlanName = PlanName.FREE) -> str:
     owner = await store.create_user(
         f"{plan.value.lower()}-{id(store)}-{NOW.timestamp()}@example.org", NOW
     )
-    return await store.create_project(owner, "demo", plan, [80002, 84532], NOW)
+    return await store.create_project(owner, "demo", plan, [80002, 84532], NOW, grant=0)
 
 
 async def test_migrations_are_idempotent(engine: AsyncEngine) -> None:

@@ -1,0 +1,118 @@
+"""Billing cycles: a project's plan, the month it is in, the plan change waiting for the next
+cycle, and what closing a cycle produces (an invoice and the next month's grant). Pure.
+
+A cycle runs one calendar month from its start (the project's creation, then each close).
+Plan changes, up or down, are scheduled and take effect when the next cycle starts (seed
+section 3). Overage (credits used beyond the lots) is billed at the closing plan's rate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from entryway.domain.credits import add_months
+from entryway.domain.plans import Plan, PlanName, plan
+
+LOW_BALANCE_SHARE = 10  # percent of the monthly grant under which a low-balance alert fires
+
+
+@dataclass(frozen=True, slots=True)
+class BillingConfig:
+    """Operator settings. Overage rates are micro-euros per credit, per plan (the plans' own
+    1 EUR per million unless configured); ENTERPRISE's price and grant are per contract."""
+
+    overage_micro_eur_per_credit: Mapping[PlanName, int] = field(default_factory=dict)
+    enterprise_monthly_micro_eur: int = 0
+    enterprise_monthly_credits: int = 0
+
+    def overage_rate(self, p: Plan) -> int:
+        return self.overage_micro_eur_per_credit.get(p.name, p.overage_micro_eur_per_credit)
+
+    def monthly_price(self, p: Plan) -> int:
+        if p.monthly_price_micro_eur is None:
+            return self.enterprise_monthly_micro_eur
+        return p.monthly_price_micro_eur
+
+    def monthly_grant(self, p: Plan) -> int:
+        if p.monthly_credits is None:
+            return self.enterprise_monthly_credits
+        return p.monthly_credits
+
+
+@dataclass(frozen=True, slots=True)
+class Invoice:
+    plan: PlanName
+    cycle_start: datetime
+    cycle_end: datetime
+    plan_price_micro_eur: int
+    overage_credits: int
+    overage_micro_eur: int
+
+    @property
+    def total_micro_eur(self) -> int:
+        return self.plan_price_micro_eur + self.overage_micro_eur
+
+
+@dataclass(frozen=True, slots=True)
+class Subscription:
+    plan: PlanName
+    cycle_start: datetime
+    next_plan: PlanName | None = None
+
+    @property
+    def cycle_end(self) -> datetime:
+        return add_months(self.cycle_start, 1)
+
+    def due(self, at: datetime) -> bool:
+        return at >= self.cycle_end
+
+    def change_plan(self, to: PlanName) -> Subscription:
+        """Schedule a change for the next cycle; back to the current plan cancels it."""
+        return Subscription(self.plan, self.cycle_start, None if to == self.plan else to)
+
+
+@dataclass(frozen=True, slots=True)
+class CycleClose:
+    invoice: Invoice
+    next: Subscription
+    grant: int  # credits of the new cycle's lot (0: none)
+
+
+def close_cycle(sub: Subscription, overage_credits: int, config: BillingConfig) -> CycleClose:
+    """Invoice the ending cycle at its plan, start the next one on the scheduled plan."""
+    closing = plan(sub.plan)
+    invoice = Invoice(
+        plan=sub.plan,
+        cycle_start=sub.cycle_start,
+        cycle_end=sub.cycle_end,
+        plan_price_micro_eur=config.monthly_price(closing),
+        overage_credits=overage_credits,
+        overage_micro_eur=overage_credits * config.overage_rate(closing),
+    )
+    next_plan = sub.next_plan or sub.plan
+    nxt = Subscription(next_plan, sub.cycle_end)
+    return CycleClose(invoice, nxt, config.monthly_grant(plan(next_plan)))
+
+
+@dataclass(frozen=True, slots=True)
+class Forecast:
+    used: int  # credits used so far this cycle
+    projected: int  # at the same pace, by the cycle's end
+    projected_overage: int
+
+
+def forecast(sub: Subscription, used: int, balance: int, at: datetime) -> Forecast:
+    """Linear projection of this cycle's consumption to its end."""
+    elapsed = max(int((at - sub.cycle_start).total_seconds()), 1)
+    length = int((sub.cycle_end - sub.cycle_start).total_seconds())
+    projected = used * length // elapsed if at < sub.cycle_end else used
+    still_to_use = projected - used
+    return Forecast(used, projected, max(still_to_use - balance, 0))
+
+
+def low_balance_threshold(p: Plan, config: BillingConfig, configured: int | None) -> int:
+    if configured is not None:
+        return configured
+    return config.monthly_grant(p) * LOW_BALANCE_SHARE // 100

@@ -1,0 +1,79 @@
+"""The seed's "network connection problem" checks for a chain: the RPC endpoint is reachable
+and responds, the network is not under maintenance, and the RPC's chain id is the network's.
+A passing result is kept for a few seconds so the request path rarely waits on the node."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+
+from entryway.chain.rpc import EthClient, RpcError, RpcTransportError
+
+HEALTHY_FOR_SECONDS = 5.0
+PROBE_TIMEOUT_SECONDS = 3.0
+
+
+@dataclass(frozen=True, slots=True)
+class NetworkCheck:
+    name: str
+    passed: bool
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class NetworkStatus:
+    chain_id: int
+    checks: tuple[NetworkCheck, ...]
+
+    @property
+    def ok(self) -> bool:
+        return all(c.passed for c in self.checks)
+
+
+class ChainHealth:
+    def __init__(self) -> None:
+        self._healthy_until: dict[int, float] = {}
+
+    async def status(self, chain_id: int, eth: EthClient, *, maintenance: bool) -> NetworkStatus:
+        if maintenance:
+            self._healthy_until.pop(chain_id, None)
+            return _status(chain_id, reachable=True, maintenance=True, answered=None)
+        if self._healthy_until.get(chain_id, 0.0) > time.monotonic():
+            return _status(chain_id, reachable=True, maintenance=False, answered=chain_id)
+        try:
+            answered = await asyncio.wait_for(eth.chain_id(), PROBE_TIMEOUT_SECONDS)
+        except (TimeoutError, RpcTransportError, RpcError, OSError, ValueError):
+            return _status(chain_id, reachable=False, maintenance=False, answered=None)
+        status = _status(chain_id, reachable=True, maintenance=False, answered=answered)
+        if status.ok:
+            self._healthy_until[chain_id] = time.monotonic() + HEALTHY_FOR_SECONDS
+        return status
+
+
+def _status(
+    chain_id: int, *, reachable: bool, maintenance: bool, answered: int | None
+) -> NetworkStatus:
+    matches = answered == chain_id
+    return NetworkStatus(
+        chain_id,
+        (
+            NetworkCheck(
+                "rpc_reachable",
+                reachable,
+                "the RPC endpoint answered" if reachable else "the RPC endpoint did not answer",
+            ),
+            NetworkCheck(
+                "not_under_maintenance",
+                not maintenance,
+                "the network is under maintenance" if maintenance else "",
+            ),
+            NetworkCheck(
+                "chain_id_matches",
+                matches,
+                ""
+                if matches or answered is None
+                else f"the RPC endpoint serves chain {answered}, not {chain_id}",
+            ),
+        ),
+    )

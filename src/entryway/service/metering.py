@@ -1,0 +1,151 @@
+"""Metering: every API call is counted, every priced operation charged, in credits.
+
+Free reads (the read-only endpoints; 0 credits by default) are counted in memory per key,
+endpoint, chain and UTC day and written in one upsert per second (and at shutdown): the
+request path never waits for the database. When reads are priced, each flush also charges
+the project once for the reads it writes, under the flush's own idempotency key.
+Priced operations are charged synchronously through the ledger, one idempotent usage event
+each, and may raise the low-balance and overage alerts (once per cycle each)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections import defaultdict
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+
+from entryway.domain.billing import low_balance_threshold
+from entryway.domain.plans import plan
+from entryway.domain.pricebook import PriceBook, Quote
+from entryway.storage.billing import Billing
+from entryway.storage.ledger import UsageContext, UsageRecord
+from entryway.storage.store import Caller, Store
+from entryway.storage.usage import RequestCountKey, UsageQueries
+
+FLUSH_SECONDS = 1.0
+AlertHook = Callable[[str, str, dict[str, object]], Awaitable[None]]  # project, kind, data
+
+
+class Meter:
+    def __init__(
+        self,
+        store: Store,
+        billing: Billing,
+        prices: PriceBook,
+        *,
+        enabled: bool = True,
+        on_alert: AlertHook | None = None,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self.store = store
+        self.billing = billing
+        self.usage = UsageQueries(store.engine)
+        self.prices = prices
+        self.enabled = enabled
+        self.on_alert = on_alert
+        self.clock = clock
+        self._counts: dict[RequestCountKey, int] = defaultdict(int)
+        self._task: asyncio.Task[None] | None = None
+
+    # ---------------------------------------------------------------- reads
+
+    def count_read(self, who: Caller, endpoint: str, chain_id: int | None = None) -> None:
+        if self.enabled:
+            day = f"{self.clock():%Y-%m-%d}"
+            self._counts[
+                RequestCountKey(who.project_id, who.key_id, endpoint, chain_id or 0, day)
+            ] += 1
+
+    async def flush(self) -> None:
+        counts, self._counts = self._counts, defaultdict(int)
+        if not counts:
+            return
+        price = self.prices.read_query().credits
+        if price:
+            per_project: dict[str, int] = defaultdict(int)
+            for key, n in counts.items():
+                per_project[key.project_id] += n * price
+            now = self.clock()
+            for project_id, credits in per_project.items():
+                await self.store.ledger.record_usage(
+                    project_id, f"reads:{uuid.uuid4()}", "read", credits, now
+                )
+        try:
+            await self.usage.add_request_counts({k: (n, n * price) for k, n in counts.items()})
+        except Exception:
+            for key, n in counts.items():  # keep them for the next flush
+                self._counts[key] += n
+            raise
+
+    async def start(self) -> None:
+        self._task = asyncio.create_task(self._flush_forever())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        await self.flush()
+
+    async def _flush_forever(self) -> None:
+        while True:
+            await asyncio.sleep(FLUSH_SECONDS)
+            with contextlib.suppress(Exception):
+                await self.flush()
+
+    # ------------------------------------------------------------- charges
+
+    async def charge(
+        self,
+        who: Caller,
+        quote: Quote,
+        idempotency_key: str,
+        *,
+        endpoint: str,
+        chain_id: int | None = None,
+        subject: str | None = None,
+    ) -> UsageRecord:
+        """Charge a priced operation once per idempotency key (scoped to the project)."""
+        ctx = UsageContext(who.key_id, endpoint, chain_id, subject)
+        record = await self.store.ledger.record_usage(
+            who.project_id,
+            idempotency_key,
+            quote.operation.value,
+            quote.credits,
+            self.clock(),
+            ctx,
+            quote=quote,
+        )
+        if not record.duplicate:
+            await self.check_alerts(who.project_id)
+        return record
+
+    async def check_alerts(self, project_id: str) -> list[str]:
+        """Raise credits.low / credits.overage for the current cycle when they apply."""
+        now = self.clock()
+        project = await self.store.project(project_id)
+        balance = (await self.store.credit_account(project_id)).balance(now)
+        raised: list[str] = []
+        threshold = low_balance_threshold(
+            plan(project.plan), self.billing.config, project.low_balance_credits
+        )
+        checks = {
+            "credits.low": (balance < threshold, {"balance": balance, "threshold": threshold}),
+            "credits.overage": (project.cycle_overage > 0, {"overage": project.cycle_overage}),
+        }
+        for kind, (due, data) in checks.items():
+            if due and await self.billing.raise_alert(
+                project_id, kind, project.cycle_started_at, _detail(kind, data), now
+            ):
+                raised.append(kind)
+                if self.on_alert is not None:
+                    await self.on_alert(project_id, kind, dict(data))
+        return raised
+
+
+def _detail(kind: str, data: dict[str, int]) -> str:
+    if kind == "credits.low":
+        return f"balance {data['balance']} credits is under {data['threshold']}"
+    return f"{data['overage']} credits over the allowance this cycle (billed at cycle end)"

@@ -1,0 +1,84 @@
+"""Rate limits per API key by plan, with the `limits` library: in memory by default, shared
+through Redis when ENTRYWAY_REDIS_URL is set (several API processes then count together).
+
+A request over the limit gets 429 with Retry-After; every limited answer carries the
+RateLimit-Limit / RateLimit-Remaining / RateLimit-Reset headers (IETF draft names)."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from limits import RateLimitItem, parse
+from limits.aio.storage import MemoryStorage, RedisStorage, Storage
+from limits.aio.strategies import SlidingWindowCounterRateLimiter
+
+from entryway.domain.plans import PlanName
+
+# Documented defaults (docs/rate-limits.md); every value is configuration.
+DEFAULT_LIMITS: dict[PlanName, str] = {
+    PlanName.FREE: "50/second",
+    PlanName.STARTER: "100/second",
+    PlanName.PRO: "500/second",
+    PlanName.SCALE: "1000/second",
+    PlanName.ENTERPRISE: "5000/second",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    allowed: bool
+    limit: int
+    remaining: int
+    reset_seconds: int  # until the window frees a request
+
+    def headers(self) -> dict[str, str]:
+        headers = {
+            "RateLimit-Limit": str(self.limit),
+            "RateLimit-Remaining": str(self.remaining),
+            "RateLimit-Reset": str(self.reset_seconds),
+        }
+        if not self.allowed:
+            headers["Retry-After"] = str(max(self.reset_seconds, 1))
+        return headers
+
+
+def parse_limits(spec: str) -> dict[PlanName, str]:
+    """`FREE=10/second,PRO=100/second` over the defaults (ENTRYWAY_RATE_LIMITS)."""
+    chosen = dict(DEFAULT_LIMITS)
+    for part in filter(None, (p.strip() for p in spec.split(","))):
+        name, _, value = part.partition("=")
+        parse(value)  # refuse a bad value at start-up, not on the first request
+        chosen[PlanName(name.strip().upper())] = value.strip()
+    return chosen
+
+
+class RateLimiter:
+    def __init__(
+        self, limits_by_plan: Mapping[PlanName, str] | None = None, redis_url: str | None = None
+    ) -> None:
+        self.items: dict[PlanName, RateLimitItem] = {
+            plan: parse(value) for plan, value in (limits_by_plan or DEFAULT_LIMITS).items()
+        }
+        self.storage: Storage = (
+            RedisStorage(_async_uri(redis_url), implementation="redispy")
+            if redis_url
+            else MemoryStorage()
+        )
+        self.strategy = SlidingWindowCounterRateLimiter(self.storage)
+
+    async def hit(self, plan: PlanName, key_id: str) -> Decision:
+        item = self.items[plan]
+        allowed = await self.strategy.hit(item, "key", key_id)
+        stats = await self.strategy.get_window_stats(item, "key", key_id)
+        reset = max(math.ceil(stats.reset_time - time.time()), 0)
+        return Decision(allowed, item.amount, max(stats.remaining, 0), reset)
+
+    async def reset(self) -> None:
+        await self.storage.reset()
+
+
+def _async_uri(url: str) -> str:
+    return url if url.startswith("async+") else f"async+{url}"

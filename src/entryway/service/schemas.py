@@ -1,0 +1,232 @@
+"""Request and response bodies of the REST API (pydantic), so the OpenAPI document is
+complete. camelCase on the wire; integers for credits and micro-euros; hex strings for wei."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from entryway.domain.apikeys import KeyEnvironment
+from entryway.domain.plans import PlanName
+from entryway.wallets.account_info import AccountInfo
+
+
+class Wire(BaseModel):
+    """camelCase on the wire, snake_case in Python."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+
+class Body(Wire):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+
+class SdkDefaults(Wire):
+    chain_id: int  # wire names are camelCase
+    network: str
+    testnet: bool
+    native_token: str
+    explorer: str
+    entry_point: str
+    account_factory: str
+    paymaster: str
+    notary: str
+    bundler_url: str
+    min_priority_fee_per_gas: str
+
+
+class SdkDefaultsList(Wire):
+    chains: dict[str, SdkDefaults]
+
+
+class RecoveryOut(Wire):
+    new_owner: str
+    execute_after: int
+
+
+class AccountInfoOut(Wire):
+    chain_id: int
+    address: str
+    deployed: bool
+    nonce: int
+    deposit: str  # wei, hex
+    smart_account: bool
+    owner: str | None
+    guardians: list[str]
+    threshold: int
+    pending_recovery: RecoveryOut | None
+
+    @classmethod
+    def of(cls, chain_id: int, info: AccountInfo) -> AccountInfoOut:
+        pending = info.pending_recovery
+        return cls(
+            chain_id=chain_id,
+            address=info.address,
+            deployed=info.deployed,
+            nonce=info.nonce,
+            deposit=hex(info.deposit),
+            smart_account=info.smart_account,
+            owner=info.owner,
+            guardians=list(info.guardians),
+            threshold=info.threshold,
+            pending_recovery=RecoveryOut(
+                new_owner=pending.new_owner, execute_after=pending.execute_after
+            )
+            if pending
+            else None,
+        )
+
+
+class OpStatusOut(Wire):
+    # the bundler's status fields pass through
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="allow")
+    chain_id: int
+    user_op_hash: str
+    status: str
+
+
+class ProjectOut(Wire):
+    project_id: str
+    name: str
+    chains: list[int]
+    aa_module_enabled: bool
+    plan: PlanName
+    next_plan: PlanName | None
+    cycle_start: datetime
+    cycle_end: datetime
+    low_balance_credits: int | None
+
+
+class ProjectPatch(Body):
+    name: str | None = Field(default=None, min_length=1, max_length=200)
+    chains: list[int] | None = Field(default=None, max_length=64)
+    aa_module_enabled: bool | None = None
+    low_balance_credits: int | None = Field(default=None, ge=0, le=2**62)
+
+
+class KeyOut(Wire):
+    key_id: str
+    environment: KeyEnvironment
+    chains: list[int]
+    created_at: datetime
+    revoked_at: datetime | None
+
+
+class KeyCreate(Body):
+    environment: KeyEnvironment = KeyEnvironment.TEST
+    chains: list[int] = Field(min_length=1, max_length=64)
+
+
+class KeyCreated(KeyOut):
+    api_key: str  # shown once, never again
+
+
+class KeyPatch(Body):
+    chains: list[int] = Field(min_length=1, max_length=64)
+
+
+class PlanOut(Wire):
+    name: PlanName
+    monthly_price_micro_eur: int | None  # None: custom (ENTERPRISE)
+    monthly_credits: int | None
+    mainnet: bool
+    support: str
+    overage_micro_eur_per_credit: int
+
+
+class PlanChange(Body):
+    plan: PlanName
+
+
+class LotOut(Wire):
+    lot_id: str
+    kind: str
+    amount: int
+    remaining: int
+    granted_at: datetime
+    expires_at: datetime
+    expired: bool
+
+
+class CreditsOut(Wire):
+    balance: int
+    plan: PlanName
+    monthly_credits: int | None
+    cycle_start: datetime
+    cycle_end: datetime
+    used_this_cycle: int
+    overage_this_cycle: int
+    consumption_per_day: int  # this cycle's average
+    forecast_cycle_usage: int
+    forecast_overage: int
+    low_balance_threshold: int
+    lots: list[LotOut]
+
+
+class UsageGroup(Wire):
+    credits: int
+    operations: int
+    requests: int
+
+
+class UsageOut(Wire):
+    since: datetime
+    until: datetime
+    group_by: str
+    groups: dict[str, UsageGroup]
+    total_credits: int
+
+
+class InvoiceOut(Wire):
+    invoice_id: str
+    plan: PlanName
+    cycle_start: datetime
+    cycle_end: datetime
+    plan_price_micro_eur: int
+    overage_credits: int
+    overage_micro_eur: int
+    total_micro_eur: int
+    currency: str = "EUR"
+    vat_included: bool = True
+
+
+class AlertOut(Wire):
+    alert_id: str
+    kind: str
+    cycle_start: datetime
+    detail: str
+    created_at: datetime
+
+
+class AdminProjectCreate(Body):
+    email: str = Field(min_length=3, max_length=320)
+    name: str = Field(min_length=1, max_length=200)
+    plan: PlanName = PlanName.FREE
+    chains: list[int] = Field(min_length=1, max_length=64)
+    environment: KeyEnvironment = KeyEnvironment.TEST
+
+
+class AdminProjectCreated(Wire):
+    project_id: str
+    api_key: str
+
+
+class Purchase(Body):
+    purchase_id: str = Field(min_length=1, max_length=50, pattern=r"^[A-Za-z0-9_.:-]+$")
+    credits: int = Field(gt=0, le=10**12)
+
+
+class PurchaseOut(Wire):
+    lot_id: str
+    created: bool  # False: this purchase id was recorded before
+
+
+class CycleCloseOut(Wire):
+    invoices: list[InvoiceOut]
+
+
+def dump(model: BaseModel) -> dict[str, Any]:
+    return model.model_dump(mode="json", by_alias=True)

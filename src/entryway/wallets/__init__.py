@@ -1,0 +1,1 @@
+"""Smart wallets: reading, creating and recovering accounts (SmartAccount via AccountFactory)."""
