@@ -250,6 +250,32 @@ def bundler(
 
 
 @app.command()
+def verify(
+    proof_file: Annotated[Path, typer.Argument(help="The proof of inclusion (JSON).")],
+    document: Annotated[
+        Path | None, typer.Option(help="The notarized file; checked against the proof's leaf.")
+    ] = None,
+    rpc_url: Annotated[
+        str | None, typer.Option(help="JSON-RPC of the proof's chain; checks the anchor.")
+    ] = None,
+) -> None:
+    """Verify a proof of inclusion: offline, and on chain with --rpc-url.
+
+    Exit status: 0 valid, 1 not valid, 2 not checked (unreadable file, unreachable node).
+    """
+    from entryway.notary.report import ExitStatus, render, verify_proof_file
+
+    try:
+        outcome = asyncio.run(verify_proof_file(proof_file, document, rpc_url))
+    except EntrywayError as exc:
+        typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(ExitStatus.NOT_CHECKED) from None
+    for line in render(outcome, document_given=document is not None):
+        typer.echo(line)
+    raise typer.Exit(outcome.status)
+
+
+@app.command()
 def networks() -> None:
     """List the supported networks."""
     for n in NETWORKS.values():
