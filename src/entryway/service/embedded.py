@@ -54,6 +54,7 @@ async def run_embedded(
         await migrate(engine)
         store = Store(engine)
         limiter = RateLimiter(parse_limits(settings.rate_limits), settings.redis_url)
+        stack.push_async_callback(limiter.aclose)
         platform = services.attach(store, limiter=limiter)
         services.admin_token = settings.admin_token or _admin_token(settings.data_dir)
         await platform.meter.start()

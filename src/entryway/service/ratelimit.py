@@ -11,6 +11,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+import redis.asyncio as redis
 from limits import RateLimitItem, parse
 from limits.aio.storage import MemoryStorage, RedisStorage, Storage
 from limits.aio.strategies import SlidingWindowCounterRateLimiter
@@ -62,9 +63,13 @@ class RateLimiter:
         self.items: dict[PlanName, RateLimitItem] = {
             plan: parse(value) for plan, value in (limits_by_plan or DEFAULT_LIMITS).items()
         }
+        # Our own Redis pool, so that stopping the service closes its connections.
+        self._pool = redis.ConnectionPool.from_url(redis_url) if redis_url else None
         self.storage: Storage = (
-            RedisStorage(_async_uri(redis_url), implementation="redispy")
-            if redis_url
+            RedisStorage(
+                _async_uri(str(redis_url)), implementation="redispy", connection_pool=self._pool
+            )
+            if self._pool is not None
             else MemoryStorage()
         )
         self.strategy = SlidingWindowCounterRateLimiter(self.storage)
@@ -78,6 +83,10 @@ class RateLimiter:
 
     async def reset(self) -> None:
         await self.storage.reset()
+
+    async def aclose(self) -> None:
+        if self._pool is not None:
+            await self._pool.aclose()
 
 
 def _async_uri(url: str) -> str:
