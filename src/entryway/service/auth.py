@@ -6,14 +6,21 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from entryway.domain.apikeys import InvalidApiKeyError
 from entryway.service.problems import Problem, invalid_api_key
 from entryway.service.services import Services
 from entryway.storage.store import Caller
 
+# Declared for the OpenAPI document (securitySchemes); the key itself is read below so that
+# the JSON-RPC endpoint can also take it from `?apikey=`.
+bearer = HTTPBearer(auto_error=False, scheme_name="ApiKey", description="Bearer <API_KEY>")
 
-async def current_caller(request: Request) -> Caller:
+
+async def current_caller(
+    request: Request, _: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
+) -> Caller:
     """The project and key behind the request's API key, or 401; over the limit, 429."""
     services: Services = request.app.state.services
     try:

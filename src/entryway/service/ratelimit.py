@@ -67,7 +67,9 @@ class RateLimiter:
         self._pool = redis.ConnectionPool.from_url(redis_url) if redis_url else None
         self.storage: Storage = (
             RedisStorage(
-                _async_uri(str(redis_url)), implementation="redispy", connection_pool=self._pool
+                _async_uri(str(redis_url)),
+                implementation="redispy",
+                connection_pool=self._pool,  # type: ignore[arg-type]  # typed as plain options
             )
             if self._pool is not None
             else MemoryStorage()
