@@ -7,6 +7,7 @@ Versioning: every operation lives under `/v1`; the seed's root paths (`/get-sdk-
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any
@@ -25,6 +26,7 @@ from entryway.service.routes_platform import platform_routes
 from entryway.service.services import Services
 
 API_VERSION = "v1"
+log = logging.getLogger(__name__)
 _STATUS_CODES = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}
 
 
@@ -63,6 +65,7 @@ def create_app(
 
     @app.exception_handler(Exception)
     async def crash(request: Request, exc: Exception) -> Response:
+        log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
         return Problem(
             500, "internal_error", "Internal error", "the service failed; retry later"
         ).response(request.url.path)

@@ -44,7 +44,7 @@ async def read_account(eth: EthClient, deployment: Deployment, address: str) -> 
     deposit = EP.decode_output(
         "balanceOf", await eth.call(ep, EP.encode_call("balanceOf", address))
     )[0]
-    base = AccountInfo(address, bool(code), int(nonce[0]), int(deposit[0]), False)
+    base = AccountInfo(address, bool(code), int(nonce), int(deposit), False)
     if not code:
         return base
     try:
@@ -60,8 +60,8 @@ async def read_account(eth: EthClient, deployment: Deployment, address: str) -> 
     return AccountInfo(
         address,
         True,
-        int(nonce[0]),
-        int(deposit[0]),
+        int(nonce),
+        int(deposit),
         True,
         checksum(str(owner)),
         guardians,
