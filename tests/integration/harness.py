@@ -14,13 +14,9 @@ from entryway.chain.rpc import EthClient, RpcError, TxReceipt
 from entryway.chain.transactor import Transactor
 from entryway.contracts.abi import DecodedError
 from entryway.deploy.deployer import Deployment
-from entryway.domain.signatures import (
-    eth_signed_message_digest,
-    paymaster_data,
-    paymaster_digest,
-    sign_digest,
-)
+from entryway.domain.signatures import sign_digest
 from entryway.domain.userop import UserOperation, user_op_hash
+from entryway.paymaster.signer import ValidityWindow, sign_paymaster_data, with_paymaster_gas
 
 ETHER = 10**18
 EP = contracts.load("EntryPoint").abi
@@ -147,22 +143,14 @@ class Harness:
         tamper: bool = False,
     ) -> UserOperation:
         """Attach paymasterAndData signed by the service signer (or `signer`)."""
-        stub = op.with_paymaster(
-            self.deployment.paymaster, PM_VERIFICATION_GAS, PM_POST_OP_GAS, b""
-        )
-        digest = paymaster_digest(
-            stub, chain_id or self.chain_id, self.deployment.paymaster, valid_until, valid_after
-        )
+        pm = self.deployment.paymaster
+        draft = with_paymaster_gas(op, pm, PM_VERIFICATION_GAS, PM_POST_OP_GAS)
         key = signer or self.paymaster_signer
-        signature = sign_digest(bytes(key.key), eth_signed_message_digest(digest))
-        if tamper:
-            signature = bytes([signature[0] ^ 1]) + signature[1:]
-        return stub.with_paymaster(
-            self.deployment.paymaster,
-            PM_VERIFICATION_GAS,
-            PM_POST_OP_GAS,
-            paymaster_data(valid_until, valid_after, signature),
-        )
+        window = ValidityWindow(valid_until, valid_after)
+        data = sign_paymaster_data(bytes(key.key), draft, chain_id or self.chain_id, window)
+        if tamper:  # the signature's first byte, after the 12 bytes of the window
+            data = data[:12] + bytes([data[12] ^ 1]) + data[13:]
+        return draft.with_paymaster(pm, PM_VERIFICATION_GAS, PM_POST_OP_GAS, data)
 
     # -------------------------------------------------------------- submitting
 

@@ -1,0 +1,86 @@
+"""What a sponsorship costs in credits (price book, seed 8.3), and how it is held and settled.
+
+At signing the most the op can cost is held: every gas limit it carries (preVerificationGas,
+verification, call, and the paymaster's two) times its maxFeePerGas. The receipt's actual
+gas cost settles it; an op that never lands is released.
+
+The hold's idempotency key is `sponsor:{chainId}:{hash}`, where the hash is the op's
+EIP-712 struct hash with its paymaster fields left out. The final userOpHash covers the
+paymasterAndData being signed (and so the validity window, which moves with the clock); the
+key must not, so that a client asking twice for the same op is charged once, and so that the
+mined op (paymaster fields and all) leads back to its hold.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime
+
+from entryway.domain.pricebook import PriceBook, Quote
+from entryway.domain.userop import UserOperation, user_op_struct_hash
+from entryway.paymaster.calls import call_count, decode_calls
+from entryway.paymaster.ports import SponsorshipLedger, UsageRecord
+
+
+def max_gas(op: UserOperation) -> int:
+    """The most gas the EntryPoint can charge the paymaster for `op`."""
+    return (
+        op.pre_verification_gas
+        + op.verification_gas_limit
+        + op.call_gas_limit
+        + op.paymaster_verification_gas_limit
+        + op.paymaster_post_op_gas_limit
+    )
+
+
+def max_gas_cost_wei(op: UserOperation) -> int:
+    return max_gas(op) * op.max_fee_per_gas
+
+
+def sponsorship_key(chain_id: int, op: UserOperation) -> str:
+    bare = replace(
+        op,
+        paymaster=None,
+        paymaster_verification_gas_limit=0,
+        paymaster_post_op_gas_limit=0,
+        paymaster_data=b"",
+    )
+    return f"sponsor:{chain_id}:0x{user_op_struct_hash(bare).hex()}"
+
+
+def sponsorship_quote(
+    prices: PriceBook, chain_id: int, op: UserOperation, gas_cost_wei: int
+) -> Quote:
+    return prices.sponsored_user_operation(
+        chain_id,
+        calls=call_count(decode_calls(op.call_data)),
+        calldata_bytes=len(op.call_data),
+        gas_cost_wei=gas_cost_wei,
+    )
+
+
+def estimated_quote(prices: PriceBook, chain_id: int, op: UserOperation) -> Quote:
+    """What is held at signing: the op at its gas limits and maximum fee."""
+    return sponsorship_quote(prices, chain_id, op, max_gas_cost_wei(op))
+
+
+async def settle_sponsorship(
+    ledger: SponsorshipLedger,
+    prices: PriceBook,
+    *,
+    project_id: str,
+    chain_id: int,
+    op: UserOperation,
+    actual_gas_cost_wei: int,
+    at: datetime,
+) -> UsageRecord:
+    """Settle a sponsored op from its receipt (`actualGasCost` of its UserOperationEvent)."""
+    actual = sponsorship_quote(prices, chain_id, op, actual_gas_cost_wei)
+    return await ledger.settle(project_id, sponsorship_key(chain_id, op), actual, at)
+
+
+async def release_sponsorship(
+    ledger: SponsorshipLedger, *, project_id: str, chain_id: int, op: UserOperation, at: datetime
+) -> UsageRecord:
+    """Release a sponsored op's hold: its window passed, or it was dropped, unmined."""
+    return await ledger.release(project_id, sponsorship_key(chain_id, op), at)

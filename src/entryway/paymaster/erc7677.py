@@ -1,0 +1,269 @@
+"""ERC-7677 paymaster web service methods for EntryPoint v0.8, transport-free.
+
+`pm_getPaymasterStubData(userOp, entryPoint, chainId, context)` answers the paymaster fields
+to estimate gas with: the final data's length and code path (a signature that recovers to no
+signer), the paymaster's gas limits, `isFinal: false`. `pm_getPaymasterData` with the same
+parameters checks the policy again, holds the estimated cost and answers the signed data,
+valid for `validity_s` seconds after the chain's latest block time.
+
+The service's JSON-RPC endpoint routes `pm_*` methods to `PaymasterRpc.dispatch` with the
+caller's project, key and chain; errors are `BundlerError`s carrying ERC-4337 codes: -32602
+for bad parameters (an unsupported entry point or chain, an unknown policy), -32501 when a
+policy refuses, with `data: {"rule", "policyId"}`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Any
+
+from entryway.bundler.errors import BundlerError, RpcErrorCode, invalid_params
+from entryway.bundler.rpc_types import parse_address, parse_quantity, parse_user_operation
+from entryway.chain.rpc import EthClient, RpcError, RpcTransportError
+from entryway.domain.evm import checksum, to_hex
+from entryway.domain.pricebook import PriceBook
+from entryway.domain.sponsorship import Rule, SponsorInfo
+from entryway.domain.userop import UserOperation
+from entryway.paymaster.gate import (
+    SponsorshipAsk,
+    SponsorshipGate,
+    SponsorshipRefusedError,
+    SponsorshipTicket,
+)
+from entryway.paymaster.ports import PolicySource, SponsorshipLedger, SponsorshipUsage
+from entryway.paymaster.signer import (
+    PaymasterSigner,
+    ValidityWindow,
+    stub_paymaster_data,
+    with_paymaster_gas,
+)
+
+STUB_METHOD = "pm_getPaymasterStubData"
+DATA_METHOD = "pm_getPaymasterData"
+_UNSET_FIELDS = (
+    "callGasLimit",
+    "verificationGasLimit",
+    "preVerificationGas",
+    "maxFeePerGas",
+    "maxPriorityFeePerGas",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class PaymasterCaller:
+    """Who asks: the API key's project and key, and the chain of the endpoint called."""
+
+    project_id: str
+    key_id: str | None
+    chain_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class PaymasterChain:
+    """One chain the paymaster serves; `block_time` reads its latest block's timestamp."""
+
+    chain_id: int
+    entry_point: str
+    paymaster: str
+    block_time: Callable[[], Awaitable[int]]
+
+    @classmethod
+    def on(cls, eth: EthClient, chain_id: int, entry_point: str, paymaster: str) -> PaymasterChain:
+        async def block_time() -> int:
+            return int((await eth.get_block("latest"))["timestamp"], 16)
+
+        return cls(chain_id, checksum(entry_point), checksum(paymaster), block_time)
+
+
+@dataclass(frozen=True, slots=True)
+class PaymasterSettings:
+    validity_s: int = 900
+    # validAfter lies this far before the latest block: a node's pending block (and another
+    # node's clock) may trail it by a second or two, and "not due yet" would drop the op.
+    clock_skew_s: int = 60
+    # VerifyingPaymaster's validation: one ecrecover, one cold storage read and hashing the
+    # op, its call data and initCode in memory (measured: 20k for a small op, 84k at 100 KB);
+    # this base plus a per-size allowance (`paymaster_verification_gas`).
+    verification_gas: int = 60_000
+    post_op_gas: int = 0  # it has no postOp
+    # A client may sign over larger limits than ours (after its own estimate); not beyond these.
+    max_verification_gas: int = 500_000
+    max_post_op_gas: int = 500_000
+    sponsor: SponsorInfo = field(default_factory=lambda: SponsorInfo("Entryway"))
+
+
+def paymaster_verification_gas(op: UserOperation, base: int) -> int:
+    """Gas for VerifyingPaymaster to validate `op`: copying and hashing the call data and
+    initCode costs per 32-byte word, and memory grows quadratically (here with 2x headroom)."""
+    words = -(-(len(op.call_data) + len(op.init_code)) // 32)
+    return base + 16 * words + words * words // 256
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class PaymasterRpc:
+    def __init__(
+        self,
+        chains: Mapping[int, PaymasterChain],
+        signer: PaymasterSigner,
+        policies: PolicySource,
+        usage: SponsorshipUsage,
+        ledger: SponsorshipLedger,
+        prices: PriceBook,
+        *,
+        settings: PaymasterSettings | None = None,
+        clock: Callable[[], datetime] = _utc_now,
+    ) -> None:
+        self.chains = dict(chains)
+        self.signer = signer
+        self.gate = SponsorshipGate(policies, usage, ledger, prices)
+        self.settings = settings or PaymasterSettings()
+        self.clock = clock
+        self.methods = {STUB_METHOD: self.stub_data, DATA_METHOD: self.data}
+
+    def rotate_signer(self, signer: PaymasterSigner) -> None:
+        """Sign with `signer` from now on (it must already be a signer on chain)."""
+        self.signer = signer
+
+    async def dispatch(self, method: str, params: list[Any], caller: PaymasterCaller) -> Any:
+        handler = self.methods.get(method)
+        if handler is None:
+            raise BundlerError(RpcErrorCode.METHOD_NOT_FOUND, f"method {method} not found")
+        if not isinstance(params, list):
+            raise invalid_params("params must be an array")
+        try:
+            return await handler(params, caller)
+        except (RpcError, RpcTransportError) as exc:
+            raise BundlerError(RpcErrorCode.INTERNAL_ERROR, f"node error: {exc}") from exc
+
+    # ------------------------------------------------------------------ methods
+
+    async def stub_data(self, params: list[Any], caller: PaymasterCaller) -> dict[str, Any]:
+        chain, op, policy_id = self._request(params, caller)
+        draft = self._with_gas(chain, op)
+        ticket = await self._check(caller, draft, policy_id)
+        window = await self._window(chain)
+        return {
+            **self._fields(chain, draft, stub_paymaster_data(window)),
+            "isFinal": False,
+            "sponsor": self._sponsor(ticket),
+        }
+
+    async def data(self, params: list[Any], caller: PaymasterCaller) -> dict[str, Any]:
+        chain, op, policy_id = self._request(params, caller)
+        draft = self._with_gas(chain, op)
+        ask = SponsorshipAsk(caller.project_id, caller.chain_id, draft, policy_id, self.clock())
+        window = await self._window(chain)  # before the hold: a node error then holds nothing
+        try:
+            ticket = await self.gate.hold(ask, key_id=caller.key_id, endpoint=DATA_METHOD)
+        except SponsorshipRefusedError as exc:
+            raise _refusal(exc) from None
+        signed = self.signer.paymaster_data(draft, chain.chain_id, window)
+        return {**self._fields(chain, draft, signed), "sponsor": self._sponsor(ticket)}
+
+    # ------------------------------------------------------------------ helpers
+
+    def _request(
+        self, params: list[Any], caller: PaymasterCaller
+    ) -> tuple[PaymasterChain, UserOperation, str | None]:
+        if len(params) < 3:
+            raise invalid_params("expected [userOp, entryPoint, chainId, context?]")
+        chain = self.chains.get(caller.chain_id)
+        if chain is None:
+            raise invalid_params(f"this paymaster does not serve chain {caller.chain_id}")
+        requested = parse_quantity(params[2], "chainId")
+        if requested != caller.chain_id:
+            raise BundlerError(
+                RpcErrorCode.INVALID_PARAMS,
+                f"chainId {hex(requested)} is not this endpoint's chain {hex(caller.chain_id)}",
+                {"supportedChainIds": [hex(caller.chain_id)]},
+            )
+        entry_point = parse_address(params[1], "entryPoint")
+        if entry_point.lower() != chain.entry_point.lower():
+            raise BundlerError(
+                RpcErrorCode.INVALID_PARAMS,
+                f"unsupported entry point {entry_point}: this paymaster serves EntryPoint v0.8 "
+                f"at {chain.entry_point}",
+                {"supportedEntryPoints": [chain.entry_point]},
+            )
+        context = params[3] if len(params) > 3 else None
+        if context is not None and not isinstance(context, dict):
+            raise invalid_params("context must be an object")
+        policy_id = (context or {}).get("policyId")
+        if policy_id is not None and not isinstance(policy_id, str):
+            raise invalid_params("context.policyId must be a string")
+        return chain, _unsigned_op(params[0]), policy_id
+
+    def _with_gas(self, chain: PaymasterChain, op: UserOperation) -> UserOperation:
+        """The op with this paymaster and its gas limits: the client's when it carries them
+        (they are signed over, as it will send them), else ours."""
+        s = self.settings
+        ours = op.paymaster is not None and op.paymaster.lower() == chain.paymaster.lower()
+        verification = op.paymaster_verification_gas_limit if ours else 0
+        post_op = op.paymaster_post_op_gas_limit if ours else 0
+        if verification > s.max_verification_gas or post_op > s.max_post_op_gas:
+            raise invalid_params(
+                f"paymaster gas limits above this paymaster's maximum "
+                f"({s.max_verification_gas} verification, {s.max_post_op_gas} postOp)"
+            )
+        return with_paymaster_gas(
+            op,
+            chain.paymaster,
+            max(verification, paymaster_verification_gas(op, s.verification_gas)),
+            max(post_op, s.post_op_gas),
+        )
+
+    async def _check(
+        self, caller: PaymasterCaller, op: UserOperation, policy_id: str | None
+    ) -> SponsorshipTicket:
+        ask = SponsorshipAsk(caller.project_id, caller.chain_id, op, policy_id, self.clock())
+        try:
+            return await self.gate.check(ask)
+        except SponsorshipRefusedError as exc:
+            raise _refusal(exc) from None
+
+    async def _window(self, chain: PaymasterChain) -> ValidityWindow:
+        now = await chain.block_time()
+        return ValidityWindow(
+            valid_until=now + self.settings.validity_s,
+            valid_after=max(now - self.settings.clock_skew_s, 0),
+        )
+
+    @staticmethod
+    def _fields(chain: PaymasterChain, op: UserOperation, data: bytes) -> dict[str, Any]:
+        return {
+            "paymaster": chain.paymaster,
+            "paymasterData": to_hex(data),
+            "paymasterVerificationGasLimit": hex(op.paymaster_verification_gas_limit),
+            "paymasterPostOpGasLimit": hex(op.paymaster_post_op_gas_limit),
+        }
+
+    def _sponsor(self, ticket: SponsorshipTicket) -> dict[str, str]:
+        info = ticket.sponsor or self.settings.sponsor
+        return {"name": info.name} | ({"icon": info.icon} if info.icon else {})
+
+
+def _unsigned_op(raw: Any) -> UserOperation:
+    """The op as ERC-7677 sends it: unsigned, its gas and fees possibly not filled in yet."""
+    if not isinstance(raw, dict):
+        raise invalid_params("userOp: expected an object")
+    filled = {k: "0x0" for k in _UNSET_FIELDS} | {"signature": "0x"}
+    filled |= {k: v for k, v in raw.items() if v is not None}
+    op = parse_user_operation(filled)
+    return replace(op, signature=b"")
+
+
+def _refusal(exc: SponsorshipRefusedError) -> BundlerError:
+    rule = exc.decision.rule
+    code = (
+        RpcErrorCode.INVALID_PARAMS
+        if rule is Rule.POLICY_UNKNOWN
+        else RpcErrorCode.REJECTED_BY_PAYMASTER
+    )
+    message = f"sponsorship refused ({rule.value if rule else 'policy'}): {exc.decision.message}"
+    data = {"rule": rule.value if rule else None, "policyId": exc.policy_id}
+    return BundlerError(code, message, data)
