@@ -62,7 +62,9 @@ async def test_every_operation_has_a_stable_id(fuzz_target: tuple[str, str]) -> 
     assert "422" in doc["paths"]["/v1/keys"]["post"]["responses"]
 
 
-async def test_schemathesis_finds_no_server_error(fuzz_target: tuple[str, str]) -> None:
+async def test_schemathesis_finds_no_server_error(
+    fuzz_target: tuple[str, str], tmp_path: Path
+) -> None:
     url, key = fuzz_target
     proc = await asyncio.create_subprocess_exec(
         SCHEMATHESIS, "run", f"{url}/openapi.json",
@@ -73,7 +75,7 @@ async def test_schemathesis_finds_no_server_error(fuzz_target: tuple[str, str]) 
         # Revoking the fuzzing key would leave nothing else reachable; the operator routes
         # need the operator token (their refusals are tested elsewhere).
         "--exclude-operation-id", "revokeKey", "--exclude-tag", "admin",
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, cwd=tmp_path,
     )  # fmt: skip
     out, _ = await asyncio.wait_for(proc.communicate(), 180)
     text = out.decode(errors="replace")
