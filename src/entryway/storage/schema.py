@@ -166,3 +166,100 @@ sponsorship_policies = Table(
     Column("updated_at", DateTime(timezone=True), nullable=True),
     Index("ix_sponsorship_policies_project_id", "project_id"),
 )
+
+# --- Durable tasks and webhooks (entryway.storage.tasks, entryway.storage.webhooks) ---
+
+# A task queue: claimed under a lease that expires, retried with backoff, dead-lettered at last.
+tasks = Table(
+    "tasks",
+    metadata,
+    Column("task_id", String(36), primary_key=True),
+    Column("kind", String(60), nullable=False),
+    Column("project_id", String(36), ForeignKey("projects.project_id"), nullable=True),
+    Column("payload", Text, nullable=False),  # JSON object
+    Column("state", String(10), nullable=False),  # queued, running, succeeded, dead
+    Column("attempts", BigInteger, nullable=False),
+    Column("max_attempts", BigInteger, nullable=False),
+    Column("run_at", DateTime(timezone=True), nullable=False),
+    Column("lease_owner", String(100), nullable=True),
+    Column("lease_expires_at", DateTime(timezone=True), nullable=True),
+    Column("idempotency_key", String(200), nullable=True),
+    Column("result", Text, nullable=True),  # JSON
+    Column("error", Text, nullable=True),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+    Column("finished_at", DateTime(timezone=True), nullable=True),
+    UniqueConstraint("kind", "idempotency_key", name="uq_tasks_idempotency"),
+    Index("ix_tasks_ready", "state", "run_at"),
+    Index("ix_tasks_project_id", "project_id", "created_at"),
+)
+
+webhook_endpoints = Table(
+    "webhook_endpoints",
+    metadata,
+    Column("endpoint_id", String(36), primary_key=True),
+    Column("project_id", String(36), ForeignKey("projects.project_id"), nullable=False),
+    Column("url", Text, nullable=False),
+    Column("description", String(200), nullable=False),
+    Column("event_types", Text, nullable=False),  # comma-separated
+    Column("secret", String(100), nullable=False),
+    # After a rotation the old secret still signs, beside the new one, until it expires.
+    Column("previous_secret", String(100), nullable=True),
+    Column("previous_secret_expires_at", DateTime(timezone=True), nullable=True),
+    Column("enabled", Boolean, nullable=False),
+    Column("disabled_reason", String(20), nullable=True),  # manual, gone, failing
+    Column("disabled_at", DateTime(timezone=True), nullable=True),
+    Column("failure_streak", BigInteger, nullable=False),  # failed attempts since a success
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+    Column("deleted_at", DateTime(timezone=True), nullable=True),
+    Index("ix_webhook_endpoints_project_id", "project_id"),
+)
+
+# One row per event that had at least one subscriber; its body is what every endpoint gets.
+webhook_events = Table(
+    "webhook_events",
+    metadata,
+    Column("event_id", String(40), primary_key=True),  # the webhook-id header
+    Column("project_id", String(36), ForeignKey("projects.project_id"), nullable=False),
+    Column("event_type", String(60), nullable=False),
+    Column("body", Text, nullable=False),
+    Column("idempotency_key", String(200), nullable=True),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    UniqueConstraint("project_id", "idempotency_key", name="uq_webhook_events_idempotency"),
+)
+
+webhook_deliveries = Table(
+    "webhook_deliveries",
+    metadata,
+    Column("delivery_id", String(36), primary_key=True),
+    Column("event_id", String(40), ForeignKey("webhook_events.event_id"), nullable=False),
+    Column("endpoint_id", String(36), ForeignKey("webhook_endpoints.endpoint_id"), nullable=False),
+    Column("project_id", String(36), ForeignKey("projects.project_id"), nullable=False),
+    Column("state", String(10), nullable=False),  # pending, delivered, failed, skipped
+    Column("attempts", BigInteger, nullable=False),
+    Column("replays", BigInteger, nullable=False),
+    Column("task_id", String(36), nullable=True),  # the latest delivery task
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+    Column("delivered_at", DateTime(timezone=True), nullable=True),
+    UniqueConstraint("event_id", "endpoint_id", name="uq_webhook_deliveries_event"),
+    Index("ix_webhook_deliveries_endpoint_id", "endpoint_id", "created_at"),
+)
+
+# The delivery log: every attempt, with its status code or error and how long it took.
+webhook_attempts = Table(
+    "webhook_attempts",
+    metadata,
+    Column("attempt_id", String(36), primary_key=True),
+    Column("delivery_id", String(36), ForeignKey("webhook_deliveries.delivery_id"), nullable=False),
+    Column("number", BigInteger, nullable=False),
+    Column("started_at", DateTime(timezone=True), nullable=False),
+    Column("finished_at", DateTime(timezone=True), nullable=True),
+    Column("duration_ms", BigInteger, nullable=True),
+    Column("status_code", BigInteger, nullable=True),
+    Column("error", Text, nullable=True),
+    # in_flight, succeeded, failed, gone, interrupted (its worker died mid-attempt)
+    Column("outcome", String(12), nullable=False),
+    Index("ix_webhook_attempts_delivery_id", "delivery_id", "number"),
+)

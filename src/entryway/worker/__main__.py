@@ -1,0 +1,5 @@
+"""`python -m entryway.worker`."""
+
+from entryway.worker.main import main
+
+main()
