@@ -15,6 +15,7 @@ import orjson
 from sqlalchemy import Row, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from entryway.domain.tasks import TaskState
 from entryway.domain.webhooks import (
     DELIVERY_SCHEDULE,
     DeliveryInProgressError,
@@ -28,7 +29,7 @@ from entryway.domain.webhooks import (
     new_secret,
     parse_event_types,
 )
-from entryway.storage.schema import webhook_deliveries, webhook_endpoints, webhook_events
+from entryway.storage.schema import tasks, webhook_deliveries, webhook_endpoints, webhook_events
 from entryway.storage.tasks import Clock, TaskQueue, as_utc, insert_unless_exists, utc_now
 
 DELIVERY_TASK = "webhook.deliver"
@@ -72,6 +73,7 @@ def _event_types(values: Iterable[str]) -> str:
 
 
 _live = webhook_endpoints.c.deleted_at.is_(None)
+_UNDER_WAY = (TaskState.QUEUED.value, TaskState.RUNNING.value)
 
 
 class WebhookStore:
@@ -265,11 +267,16 @@ class WebhookStore:
         now = self.clock()
         async with self.engine.begin() as db:
             query = (
-                select(webhook_deliveries, webhook_endpoints.c.enabled)
+                select(
+                    webhook_deliveries,
+                    webhook_endpoints.c.enabled,
+                    tasks.c.state.label("task_state"),
+                )
                 .join(
                     webhook_endpoints,
                     webhook_endpoints.c.endpoint_id == webhook_deliveries.c.endpoint_id,
                 )
+                .outerjoin(tasks, tasks.c.task_id == webhook_deliveries.c.task_id)
                 .where(
                     webhook_deliveries.c.delivery_id == delivery_id,
                     webhook_deliveries.c.project_id == project_id,
@@ -280,7 +287,9 @@ class WebhookStore:
             row = (await db.execute(query)).one_or_none()
             if row is None:
                 return None
-            if row.state == DeliveryState.PENDING.value:
+            # Pending with its task queued or running: attempts are under way. (Pending with a
+            # dead task: its worker died on the final attempt; that one may be replayed.)
+            if row.state == DeliveryState.PENDING.value and row.task_state in _UNDER_WAY:
                 raise DeliveryInProgressError("the delivery is still being attempted")
             if not row.enabled:
                 raise EndpointDisabledError("enable the endpoint before replaying to it")

@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from entryway.domain.tasks import RetrySchedule, TaskState
 from entryway.domain.webhooks import (
     AttemptOutcome,
+    DeliveryInProgressError,
     DeliveryState,
     DisabledReason,
     EventType,
@@ -254,3 +255,27 @@ async def test_a_worker_lost_after_delivering_does_not_deliver_or_charge_again(r
         assert await webhook_charges(rig.engine, rig.project_id) == 1
         done = await rig.worker.queue.find(task.task_id)
         assert done is not None and (done.state, done.attempts) == (TaskState.SUCCEEDED, 2)
+
+
+async def test_a_delivery_whose_worker_died_on_the_final_attempt_can_be_replayed(
+    rig: Rig,
+) -> None:
+    async with Receiver(answers=[503, 503, 503]) as receiver:
+        await rig.endpoint(receiver.url)
+        emitted = await rig.webhooks.emit(EventType.USEROP_INCLUDED, rig.project_id, INCLUDED)
+        [queued] = emitted.deliveries
+        for wait in (0, 1, 2):
+            await rig.run_after(wait)
+        rig.clock.advance(3)
+        await rig.worker.queue.claim("doomed", [DELIVERY_TASK], lease_seconds=30)
+        with pytest.raises(DeliveryInProgressError):
+            await rig.webhooks.replay(rig.project_id, queued.delivery_id)
+        assert await rig.run_after(31) == 0  # the final attempt's lease expired: dead letter
+        task = await rig.worker.queue.find(queued.task_id)
+        assert task is not None and task.state is TaskState.DEAD
+
+        replay = await rig.webhooks.replay(rig.project_id, queued.delivery_id)
+        assert replay is not None
+        assert await rig.worker.drain() == 1
+        [delivery] = await rig.log.history(rig.project_id, replay.endpoint_id)
+        assert delivery.state is DeliveryState.DELIVERED and len(receiver.received) == 4
