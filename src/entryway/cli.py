@@ -13,6 +13,7 @@ import typer
 
 from entryway.domain.networks import DEFAULT_DEVNET_CHAINS, NETWORKS
 from entryway.errors import EntrywayError
+from entryway.paymaster.commands import paymaster_app
 
 app = typer.Typer(
     name="entryway",
@@ -20,6 +21,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
+app.add_typer(paymaster_app)
 
 DataDir = Annotated[Path, typer.Option("--data-dir", help="Where state and devnet keys live.")]
 

@@ -23,6 +23,7 @@ from entryway.service.routes_admin import admin_routes
 from entryway.service.routes_billing import billing_routes
 from entryway.service.routes_chain import chain_routes
 from entryway.service.routes_platform import platform_routes
+from entryway.service.routes_policies import policy_routes
 from entryway.service.services import Services
 
 API_VERSION = "v1"
@@ -87,4 +88,5 @@ def create_app(
     app.include_router(platform_routes())
     app.include_router(billing_routes())
     app.include_router(admin_routes())
+    app.include_router(policy_routes())
     return app

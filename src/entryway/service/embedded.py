@@ -7,7 +7,7 @@ import asyncio
 import json
 import logging
 import secrets
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -20,9 +20,13 @@ from entryway.chain.rpc import EthClient, JsonRpcClient
 from entryway.devnet.devnet import Devnet
 from entryway.domain.apikeys import InvalidApiKeyError, KeyEnvironment
 from entryway.domain.plans import PlanName
+from entryway.paymaster.erc7677 import PaymasterChain, PaymasterRpc
+from entryway.paymaster.settlement import ChainLookups, SponsorshipSettler
+from entryway.paymaster.signer import PaymasterSigner
 from entryway.service.ratelimit import RateLimiter, parse_limits
 from entryway.service.services import ChainRuntime, Services
 from entryway.storage.engine import make_engine, migrate, sqlite_url
+from entryway.storage.policies import PolicyStore, SqlSponsorshipUsage
 from entryway.storage.store import Store
 
 log = logging.getLogger(__name__)
@@ -77,6 +81,7 @@ async def run_embedded(
             services.chains[chain.chain_id] = ChainRuntime(
                 chain.chain_id, chain.rpc_url, chain.deployment, rpc, EthClient(client)
             )
+        await _start_paymaster(stack, services, store, devnet)
         demo = await _demo_project(store, settings.data_dir / "demo.json", services)
         yield demo
 
@@ -101,6 +106,47 @@ async def _demo_project(store: Store, path: Path, services: Services) -> dict[st
     demo = {"apiKey": key.secret, "projectId": project_id, "chains": _chains_json(services)}
     _write(path, demo)
     return demo
+
+
+async def _start_paymaster(
+    stack: AsyncExitStack, services: Services, store: Store, devnet: Devnet
+) -> None:
+    """ERC-7677 on every chain with the devnet's paymaster signer (a key file in the data
+    directory, never the database), and the settler that turns holds into final charges."""
+    chains = services.chains.values()
+    services.paymaster = PaymasterRpc(
+        {
+            c.chain_id: PaymasterChain.on(
+                c.eth, c.chain_id, c.deployment.entry_point, c.deployment.paymaster
+            )
+            for c in chains
+        },
+        PaymasterSigner(devnet.keys.paymaster_signer),
+        PolicyStore(store.engine),
+        SqlSponsorshipUsage(store.engine),
+        store.ledger,
+        services.prices,
+    )
+    settler = SponsorshipSettler(
+        store.ledger,
+        services.prices,
+        {
+            c.chain_id: ChainLookups(
+                receipt=_bound(c.rpc.get_user_operation_receipt), status=_bound(c.rpc.op_status)
+            )
+            for c in chains
+        },
+    )
+    services.settler = settler
+    await settler.start()
+    stack.push_async_callback(settler.stop)
+
+
+def _bound(method: Callable[[list[Any]], Awaitable[Any]]) -> Callable[[str], Awaitable[Any]]:
+    async def call(op_hash: str) -> Any:
+        return await method([op_hash])
+
+    return call
 
 
 async def _close_cycles_forever(services: Services, every_s: float = 60.0) -> None:

@@ -10,6 +10,7 @@ import orjson
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response
 
+from entryway.bundler.errors import BundlerError
 from entryway.bundler.rpc_types import parse_user_operation
 from entryway.domain.chain_access import (
     AccessContext,
@@ -20,6 +21,8 @@ from entryway.domain.chain_access import (
 from entryway.domain.evm import checksum
 from entryway.domain.networks import NETWORKS
 from entryway.domain.plans import plan
+from entryway.paymaster.erc7677 import PaymasterCaller, PaymasterRpc
+from entryway.paymaster.settlement import SponsoredOp
 from entryway.service.auth import CurrentCaller
 from entryway.service.chainhealth import ChainHealth
 from entryway.service.problems import Problem
@@ -183,14 +186,19 @@ def _op_key(chain_id: int, user_op_hash: str) -> str:
 async def _one(
     request: Request, who: Caller, chain: ChainRuntime, payload: Any
 ) -> dict[str, Any] | None:
-    """Dispatch one call and meter it: an accepted eth_sendUserOperation is charged its relay
-    (nothing more when our paymaster sponsors it: sponsorship was charged), others count."""
+    """Dispatch one call and meter it. `pm_*` go to the paymaster (which holds the sponsored
+    op's credits itself); an accepted eth_sendUserOperation is charged its relay (nothing
+    more when our paymaster sponsors it) and, when sponsored, followed until its hold settles;
+    other calls are counted."""
     services: Services = request.app.state.services
     method = payload.get("method") if isinstance(payload, dict) else None
+    if isinstance(method, str) and method.startswith("pm_") and services.paymaster is not None:
+        return await _paymaster(services.paymaster, who, chain.chain_id, payload)
     answer = await chain.rpc.dispatch(payload)
     meter = services.platform.meter
     if method == "eth_sendUserOperation" and answer is not None and "result" in answer:
         op = parse_user_operation(payload["params"][0])
+        op_hash = str(answer["result"])
         sponsored = (op.paymaster or "").lower() == chain.deployment.paymaster.lower()
         quote = services.prices.relayed_user_operation(
             calls=1, calldata_bytes=len(op.call_data), sponsored=sponsored
@@ -198,11 +206,29 @@ async def _one(
         await meter.charge(
             who,
             quote,
-            _op_key(chain.chain_id, str(answer["result"])),
+            _op_key(chain.chain_id, op_hash),
             endpoint="rpc:eth_sendUserOperation",
             chain_id=chain.chain_id,
             subject=op.sender,
         )
+        if sponsored and services.settler is not None:
+            valid_until = int.from_bytes(op.paymaster_data[:6], "big") or 2**48 - 1
+            services.settler.follow(
+                SponsoredOp(who.project_id, chain.chain_id, op_hash, op, valid_until)
+            )
     elif isinstance(method, str):
         meter.count_read(who, f"rpc:{method}"[:100], chain.chain_id)
     return answer
+
+
+async def _paymaster(
+    paymaster: PaymasterRpc, who: Caller, chain_id: int, payload: dict[str, Any]
+) -> dict[str, Any] | None:
+    envelope: dict[str, Any] = {"jsonrpc": "2.0", "id": payload.get("id")}
+    try:
+        params = payload.get("params", [])
+        caller = PaymasterCaller(who.project_id, who.key_id, chain_id)
+        envelope["result"] = await paymaster.dispatch(str(payload["method"]), params, caller)
+    except BundlerError as exc:
+        envelope["error"] = exc.to_rpc()
+    return envelope if "id" in payload else None

@@ -10,6 +10,8 @@ from entryway.bundler.rpc_methods import BundlerRpc
 from entryway.chain.rpc import EthClient
 from entryway.deploy.deployer import Deployment
 from entryway.domain.pricebook import PriceBook, default_price_book
+from entryway.paymaster.erc7677 import PaymasterRpc
+from entryway.paymaster.settlement import SponsorshipSettler
 from entryway.service.metering import Meter
 from entryway.service.ratelimit import RateLimiter
 from entryway.storage.billing import Billing
@@ -41,6 +43,8 @@ class Services:
     prices: PriceBook = field(default_factory=default_price_book)
     maintenance: set[int] = field(default_factory=set)  # chain ids under maintenance
     admin_token: str | None = None
+    paymaster: PaymasterRpc | None = None  # ERC-7677 on /rpc/{chainId}
+    settler: SponsorshipSettler | None = None  # settles the holds of sponsored ops
     _platform: Platform | None = None
 
     @property

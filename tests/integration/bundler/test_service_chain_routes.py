@@ -20,9 +20,16 @@ from entryway.devnet.anvil import free_port
 from entryway.devnet.devnet import Devnet
 from entryway.domain.apikeys import KeyEnvironment
 from entryway.domain.plans import PlanName
+from entryway.domain.signatures import sign_digest
+from entryway.domain.userop import UserOperation, user_op_hash
+from entryway.paymaster.erc7677 import PaymasterChain, PaymasterRpc
+from entryway.paymaster.settlement import ChainLookups, SponsorshipSettler
+from entryway.paymaster.signer import PaymasterSigner
 from entryway.service.app import create_app
 from entryway.service.services import ChainRuntime, Services
 from entryway.storage.engine import make_engine, migrate, sqlite_url
+from entryway.storage.ledger import UsageStatus
+from entryway.storage.policies import PolicyStore, SqlSponsorshipUsage
 from entryway.storage.store import Store
 from tests.integration.harness import ETHER, Harness
 
@@ -43,6 +50,25 @@ async def service(
     # 84532 served by a node that is down; 8453 by one answering with another chain id.
     services.chains[84532] = ChainRuntime(84532, "", deployment, bundler_rpc, EthClient(dead))
     services.chains[8453] = ChainRuntime(8453, "", deployment, bundler_rpc, eth)
+    store = services.store
+    services.paymaster = PaymasterRpc(
+        {CHAIN: PaymasterChain.on(eth, CHAIN, deployment.entry_point, deployment.paymaster)},
+        PaymasterSigner(devnet.keys.paymaster_signer),
+        PolicyStore(store.engine),
+        SqlSponsorshipUsage(store.engine),
+        store.ledger,
+        services.prices,
+    )
+
+    async def receipt(op_hash: str) -> Any:
+        return await bundler_rpc.get_user_operation_receipt([op_hash])
+
+    async def status(op_hash: str) -> Any:
+        return await bundler_rpc.op_status([op_hash])
+
+    services.settler = SponsorshipSettler(
+        store.ledger, services.prices, {CHAIN: ChainLookups(receipt, status)}
+    )
     transport = httpx.ASGITransport(app=create_app(services), raise_app_exceptions=False)
     async with httpx.AsyncClient(transport=transport, base_url="http://svc.test") as client:
         yield client, services
@@ -168,3 +194,65 @@ async def test_network_connection_problems_list_the_failed_checks(
     assert r.status_code == 200 and r.json()["chainId"] == CHAIN
     listed = (await client.get("/sdk-defaults", headers=auth)).json()["chains"]
     assert list(listed) == [str(CHAIN)]  # the unhealthy chains are left out
+
+
+def with_fields(op: UserOperation, result: dict[str, Any]) -> UserOperation:
+    return op.with_paymaster(
+        result["paymaster"],
+        int(result["paymasterVerificationGasLimit"], 16),
+        int(result["paymasterPostOpGasLimit"], 16),
+        bytes.fromhex(result["paymasterData"][2:]),
+    )
+
+
+async def test_sponsorship_through_the_service_holds_then_settles_on_the_receipt(
+    service: tuple[httpx.AsyncClient, Services], harness: Harness, bundler_rpc: BundlerRpc
+) -> None:
+    client, services = service
+    pid, key = await tenant(services, PlanName.FREE, [CHAIN])
+    auth = {"Authorization": f"Bearer {key}"}
+    ep = harness.deployment.entry_point
+    owner = harness.new_key()
+    draft = await harness.build_op(owner.address, b"")
+    raw = user_operation_json(draft)
+    del raw["signature"]
+    params = [raw, ep, hex(CHAIN), {}]
+
+    url = f"/rpc/{CHAIN}"
+    r = await client.post(url, headers=auth, json=rpc("pm_getPaymasterStubData", *params))
+    stub = r.json()["result"]
+    assert stub["paymaster"] == harness.deployment.paymaster and stub["isFinal"] is False
+    balance = services.store.credit_account
+    assert (await balance(pid)).balance(datetime.now(UTC)) == 1_000_000  # the stub holds nothing
+    r = await client.post(url, headers=auth, json=rpc("pm_getPaymasterData", *params))
+    held = 1_000_000 - (await balance(pid)).balance(datetime.now(UTC))
+    assert held > 0  # the estimate is held at signing
+    op = with_fields(draft, r.json()["result"])
+    op = op.with_signature(sign_digest(bytes(owner.key), user_op_hash(op, ep, CHAIN)))
+    send = rpc("eth_sendUserOperation", user_operation_json(op), ep)
+    r = await client.post(url, headers=auth, json=send)
+    op_hash = r.json()["result"]
+    assert services.settler is not None and op_hash in services.settler.following
+    await bundler_rpc.dispatch(rpc("debug_bundler_sendBundleNow"))
+    await services.settler.run_once()
+    assert op_hash not in services.settler.following
+
+    events = {
+        e.operation: e
+        async for e in services.platform.usage.events(
+            pid, datetime(2026, 1, 1, tzinfo=UTC), datetime.now(UTC)
+        )
+    }
+    sponsorship = events["sponsored_user_operation"]
+    assert sponsorship.status == UsageStatus.SETTLED and sponsorship.credits > 0
+    assert events["relayed_user_operation"].credits == 0
+    # Exactly the settled sponsorship left the balance (FREE grant: 1M credits), less than held.
+    assert (await balance(pid)).balance(datetime.now(UTC)) == 1_000_000 - sponsorship.credits
+    assert sponsorship.credits < held
+    receipt = await bundler_rpc.get_user_operation_receipt([op_hash])
+    assert receipt is not None and receipt["success"] is True
+
+    # A wrong entry point is refused in the JSON-RPC envelope, not as an HTTP error.
+    bad = [raw, "0x" + "11" * 20, hex(CHAIN), {}]
+    r = await client.post(f"/rpc/{CHAIN}", headers=auth, json=rpc("pm_getPaymasterData", *bad))
+    assert r.status_code == 200 and r.json()["error"]["code"] == -32602
