@@ -277,6 +277,18 @@ def verify(
     raise typer.Exit(outcome.status)
 
 
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def worker(ctx: typer.Context) -> None:
+    """Run durable tasks (webhook deliveries, ...) as their own process.
+
+    Options: --database-url (default $ENTRYWAY_DATABASE_URL), --concurrency, --lease-seconds,
+    --poll-interval, --shutdown-grace, --delivery-timeout. `entryway up` runs one in-process.
+    """
+    from entryway.worker.main import main as worker_main
+
+    worker_main(ctx.args)
+
+
 @app.command()
 def networks() -> None:
     """List the supported networks."""

@@ -25,6 +25,7 @@ from entryway.paymaster.ports import SponsorshipLedger
 log = logging.getLogger(__name__)
 GRACE_SECONDS = 120  # after validUntil, before an unmined op's hold is released
 Receipt = Callable[[str], Awaitable[dict[str, Any] | None]]
+Settled = Callable[["SponsoredOp", dict[str, Any]], Awaitable[None]]  # the op and its receipt
 Status = Callable[[str], Awaitable[dict[str, Any]]]
 
 
@@ -52,7 +53,9 @@ class SponsorshipSettler:
         *,
         poll_s: float = 1.0,
         clock: Callable[[], float] = time.time,
+        on_settled: Settled | None = None,
     ) -> None:
+        self.on_settled = on_settled
         self.ledger = ledger
         self.prices = prices
         self.chains = chains
@@ -79,6 +82,8 @@ class SponsorshipSettler:
                 actual_gas_cost_wei=int(receipt["actualGasCost"], 16),
                 at=now,
             )
+            if self.on_settled is not None:
+                await self.on_settled(sponsored, receipt)
             return True
         status = (await lookups.status(sponsored.user_op_hash)).get("status")
         expired = self.clock() > sponsored.valid_until + GRACE_SECONDS

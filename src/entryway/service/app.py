@@ -24,6 +24,8 @@ from entryway.service.routes_billing import billing_routes
 from entryway.service.routes_chain import chain_routes
 from entryway.service.routes_platform import platform_routes
 from entryway.service.routes_policies import policy_routes
+from entryway.service.routes_tasks import task_routes
+from entryway.service.routes_webhooks import webhook_routes
 from entryway.service.services import Services
 
 API_VERSION = "v1"
@@ -89,4 +91,6 @@ def create_app(
     app.include_router(billing_routes())
     app.include_router(admin_routes())
     app.include_router(policy_routes())
+    app.include_router(task_routes())
+    app.include_router(webhook_routes())
     return app

@@ -20,14 +20,18 @@ from entryway.chain.rpc import EthClient, JsonRpcClient
 from entryway.devnet.devnet import Devnet
 from entryway.domain.apikeys import InvalidApiKeyError, KeyEnvironment
 from entryway.domain.plans import PlanName
+from entryway.domain.webhooks import EventType
 from entryway.paymaster.erc7677 import PaymasterChain, PaymasterRpc
-from entryway.paymaster.settlement import ChainLookups, SponsorshipSettler
+from entryway.paymaster.settlement import ChainLookups, Settled, SponsoredOp, SponsorshipSettler
 from entryway.paymaster.signer import PaymasterSigner
+from entryway.service.metering import AlertHook
 from entryway.service.ratelimit import RateLimiter, parse_limits
 from entryway.service.services import ChainRuntime, Services
 from entryway.storage.engine import make_engine, migrate, sqlite_url
 from entryway.storage.policies import PolicyStore, SqlSponsorshipUsage
 from entryway.storage.store import Store
+from entryway.storage.webhooks import WebhookStore
+from entryway.worker import running_worker
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +85,12 @@ async def run_embedded(
             services.chains[chain.chain_id] = ChainRuntime(
                 chain.chain_id, chain.rpc_url, chain.deployment, rpc, EthClient(client)
             )
-        await _start_paymaster(stack, services, store, devnet)
+        events = WebhookStore(engine)
+        platform.meter.on_alert = _alert_events(events)
+        await _start_paymaster(stack, services, store, devnet, events)
+        await stack.enter_async_context(
+            running_worker(engine, usage=store, price_book=services.prices)
+        )
         demo = await _demo_project(store, settings.data_dir / "demo.json", services)
         yield demo
 
@@ -108,8 +117,36 @@ async def _demo_project(store: Store, path: Path, services: Services) -> dict[st
     return demo
 
 
+def _alert_events(events: WebhookStore) -> AlertHook:
+    """Credit alerts (once per cycle each) become webhook events."""
+
+    async def emit(project_id: str, kind: str, data: dict[str, object]) -> None:
+        await events.emit(EventType(kind), project_id, data)
+
+    return emit
+
+
+def _op_events(events: WebhookStore) -> Settled:
+    """A sponsored op's receipt becomes userop.included or userop.failed."""
+
+    async def emit(sponsored: SponsoredOp, receipt: dict[str, Any]) -> None:
+        kind = EventType.USEROP_INCLUDED if receipt["success"] else EventType.USEROP_FAILED
+        data = {
+            "chainId": sponsored.chain_id,
+            "userOpHash": sponsored.user_op_hash,
+            "sender": sponsored.op.sender,
+            "transactionHash": receipt["receipt"]["transactionHash"],
+            "actualGasCost": receipt["actualGasCost"],
+            "reason": receipt.get("reason"),
+        }
+        key = f"{kind.value}:{sponsored.chain_id}:{sponsored.user_op_hash}"
+        await events.emit(kind, sponsored.project_id, data, idempotency_key=key)
+
+    return emit
+
+
 async def _start_paymaster(
-    stack: AsyncExitStack, services: Services, store: Store, devnet: Devnet
+    stack: AsyncExitStack, services: Services, store: Store, devnet: Devnet, events: WebhookStore
 ) -> None:
     """ERC-7677 on every chain with the devnet's paymaster signer (a key file in the data
     directory, never the database), and the settler that turns holds into final charges."""
@@ -136,6 +173,7 @@ async def _start_paymaster(
             )
             for c in chains
         },
+        on_settled=_op_events(events),
     )
     services.settler = settler
     await settler.start()
