@@ -7,7 +7,7 @@ STAMP := $(VENV)/.stamp
 NPM_STAMP := node_modules/.stamp
 DATA_DIR ?= .entryway
 
-.PHONY: setup run test lint typecheck format contracts lock bench-gas bench-bundler clean devnet
+.PHONY: setup run test lint typecheck format contracts lock bench-gas bench-bundler bench-api bench-notary clean devnet
 
 setup: $(STAMP) $(NPM_STAMP)
 
@@ -59,6 +59,12 @@ lock: setup
 
 bench-bundler: setup
 	$(BIN)/python -m bench.bundler
+
+bench-api: setup
+	$(BIN)/python -m bench.api --write-doc
+
+bench-notary: setup
+	$(BIN)/python -m bench.notary --write-doc
 
 bench-gas: setup
 	$(BIN)/python -m bench.gas

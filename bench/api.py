@@ -1,0 +1,218 @@
+"""API benchmark: a metered read endpoint under load, with metering on and off, on SQLite and
+on PostgreSQL; and the ledger's metered write (one charge: usage event + FIFO postings).
+
+Method (docs/benchmarks.md): the API runs as its own uvicorn process (bench/api_server.py,
+one event loop, as `entryway up` serves it) on a fresh database, with one chain whose RPC is
+an anvil devnet. The load comes from this process: --concurrency keep-alive connections
+(httpx) asking `GET /get-sdk-defaults?chainId=80002` with one API key (auth, rate limit,
+chain-access and network checks, metering), for --seconds after a warm-up. The figures are
+requests/s and the p50/p99 latency the client saw; "metering cost" is the p50 difference
+between the two runs. The metered write is `Ledger.record_usage` in-process (a unique
+idempotency key each), sequentially and with 16 concurrent charges.
+
+Run: `python -m bench.api` (add `--write-doc` to refresh docs/benchmarks.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import secrets
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import asdict
+from datetime import UTC, datetime
+from pathlib import Path
+
+import asyncpg
+import httpx
+
+from entryway.devnet.anvil import free_port
+from entryway.devnet.devnet import Devnet
+from entryway.domain.apikeys import KeyEnvironment
+from entryway.domain.plans import PlanName
+from entryway.storage.engine import make_engine, migrate, sqlite_url
+from entryway.storage.store import Store
+
+CHAIN_ID = 80002
+POSTGRES = os.environ.get("ENTRYWAY_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
+DOC = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
+BEGIN, END = "<!-- api:begin -->", "<!-- api:end -->"
+
+
+async def fresh_database(kind: str, tmp: Path) -> tuple[str, str | None]:
+    if kind == "sqlite":
+        return sqlite_url(tmp / secrets.token_hex(4)), None
+    admin = await asyncpg.connect(POSTGRES)
+    name = f"bench_{secrets.token_hex(4)}"
+    await admin.execute(f'CREATE DATABASE "{name}"')
+    await admin.close()
+    return f"{POSTGRES.rsplit('/', 1)[0]}/{name}", name
+
+
+async def drop_database(name: str | None) -> None:
+    if name:
+        admin = await asyncpg.connect(POSTGRES)
+        await admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+        await admin.close()
+
+
+async def tenant(url: str) -> tuple[str, str]:
+    engine = make_engine(url)
+    await migrate(engine)
+    store = Store(engine)
+    now = datetime.now(UTC)
+    owner = await store.create_user(f"bench-{now.timestamp()}@example.org", now)
+    pid = await store.create_project(owner, "bench", PlanName.FREE, [CHAIN_ID], now)
+    key = await store.issue_key(pid, KeyEnvironment.TEST, [CHAIN_ID], now)
+    await engine.dispose()
+    return pid, key.secret
+
+
+async def load(base: str, key: str, concurrency: int, seconds: float) -> dict[str, float]:
+    headers = {"Authorization": f"Bearer {key}"}
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(base_url=base, headers=headers, limits=limits) as http:
+        path = f"/get-sdk-defaults?chainId={CHAIN_ID}"
+        latencies: list[float] = []
+        errors = 0
+        stop_at = 0.0
+
+        async def user(record: bool) -> None:
+            nonlocal errors
+            while time.perf_counter() < stop_at:
+                t0 = time.perf_counter()
+                r = await http.get(path)
+                if record:
+                    latencies.append(time.perf_counter() - t0)
+                    errors += r.status_code != 200
+
+        stop_at = time.perf_counter() + 2.0  # warm-up
+        await asyncio.gather(*(user(False) for _ in range(concurrency)))
+        started = time.perf_counter()
+        stop_at = started + seconds
+        await asyncio.gather(*(user(True) for _ in range(concurrency)))
+        elapsed = time.perf_counter() - started
+    ordered = sorted(latencies)
+    return {
+        "rps": len(latencies) / elapsed,
+        "p50_ms": 1000 * statistics.median(ordered),
+        "p99_ms": 1000 * ordered[int(len(ordered) * 0.99)],
+        "errors": errors,
+    }
+
+
+async def serve(url: str, devnet: Devnet, metering: str) -> tuple[asyncio.subprocess.Process, str]:
+    chain = devnet.chains[0]
+    port = free_port()
+    deployment = json.dumps(asdict(chain.deployment))
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bench.api_server", "--database-url", url,
+        "--rpc-url", chain.rpc_url, "--chain-id", str(CHAIN_ID), "--deployment", deployment,
+        "--port", str(port), "--metering", metering,
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    async with httpx.AsyncClient() as http:
+        for _ in range(200):
+            try:
+                await http.get(f"{base}/healthz")
+                return proc, base
+            except httpx.HTTPError:
+                await asyncio.sleep(0.1)
+    raise RuntimeError("the API did not start")
+
+
+async def metered_writes(url: str, pid: str) -> dict[str, float]:
+    engine = make_engine(url)
+    ledger = Store(engine).ledger
+    now = datetime.now(UTC)
+    n = 500
+    t0 = time.perf_counter()
+    for i in range(n):
+        await ledger.record_usage(pid, f"seq-{i}", "notarization", 1, now)
+    sequential = n / (time.perf_counter() - t0)
+    t0 = time.perf_counter()
+    sem = asyncio.Semaphore(16)
+
+    async def one(i: int) -> None:
+        async with sem:
+            await ledger.record_usage(pid, f"par-{i}", "notarization", 1, now)
+
+    await asyncio.gather(*(one(i) for i in range(n)))
+    parallel = n / (time.perf_counter() - t0)
+    await engine.dispose()
+    return {"sequential": sequential, "concurrent16": parallel}
+
+
+async def main(args: argparse.Namespace) -> list[str]:
+    rows, writes = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        async with Devnet(Path(tmp), [CHAIN_ID], base_port=0) as devnet:
+            for kind in ("sqlite", "postgresql"):
+                url, name = await fresh_database(kind, Path(tmp))
+                try:
+                    pid, key = await tenant(url)
+                    results = {}
+                    for metering in ("off", "on"):
+                        proc, base = await serve(url, devnet, metering)
+                        try:
+                            results[metering] = await load(
+                                base, key, args.concurrency, args.seconds
+                            )
+                        finally:
+                            proc.terminate()
+                            await proc.wait()
+                        r = results[metering]
+                        rows.append(
+                            f"| {kind} | {metering} | {r['rps']:,.0f} | {r['p50_ms']:.2f} | "
+                            f"{r['p99_ms']:.2f} | {int(r['errors'])} |"
+                        )
+                        print(rows[-1], flush=True)
+                    cost = results["on"]["p50_ms"] - results["off"]["p50_ms"]
+                    rows.append(f"| {kind} | cost of metering at p50 | | {cost:+.2f} ms | | |")
+                    w = await metered_writes(url, pid)
+                    writes.append(f"| {kind} | {w['sequential']:,.0f} | {w['concurrent16']:,.0f} |")
+                    print(writes[-1], flush=True)
+                finally:
+                    await drop_database(name)
+    return [
+        f"Concurrency {args.concurrency}, {args.seconds:.0f} s per run after a 2 s warm-up.",
+        "",
+        "| database | metering | requests/s | p50 ms | p99 ms | errors |",
+        "|---|---|---|---|---|---|",
+        *rows,
+        "",
+        "Metered write (`Ledger.record_usage`: usage event + FIFO lot postings, one transaction):",
+        "",
+        "| database | charges/s sequential | charges/s, 16 concurrent |",
+        "|---|---|---|",
+        *writes,
+    ]
+
+
+def write_doc(lines: list[str]) -> None:
+    text = DOC.read_text()
+    block = "\n".join([BEGIN, *lines, END])
+    if BEGIN in text:
+        head, rest = text.split(BEGIN, 1)
+        text = head + block + rest.split(END, 1)[1]
+    else:
+        text = text.rstrip() + "\n\n## API\n\n" + (__doc__ or "").split("Run:")[0].strip()
+        text += "\n\n" + block + "\n"
+    DOC.write_text(text)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--seconds", type=float, default=10)
+    parser.add_argument("--write-doc", action="store_true")
+    arguments = parser.parse_args()
+    table = asyncio.run(main(arguments))
+    print("\n".join(table))
+    if arguments.write_doc:
+        write_doc(table)
