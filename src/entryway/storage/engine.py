@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from alembic import command
 from alembic.config import Config
+from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 
@@ -17,7 +19,21 @@ def sqlite_url(data_dir: Path) -> str:
 def make_engine(url: str) -> AsyncEngine:
     if url.startswith("postgresql://"):
         url = "postgresql+asyncpg://" + url.removeprefix("postgresql://")
-    return create_async_engine(url, pool_pre_ping=True)
+    engine = create_async_engine(url, pool_pre_ping=True)
+    if engine.dialect.name == "sqlite":
+        event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
+    return engine
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _: object) -> None:
+    """WAL: readers never wait for the writer, and a commit appends to the log instead of
+    rewriting pages (synchronous=NORMAL is durable across a process crash; a power loss may
+    lose the last commits, never corrupt). busy_timeout: a writer waits for the lock instead
+    of failing at once."""
+    cursor = dbapi_connection.cursor()
+    for pragma in ("journal_mode=WAL", "synchronous=NORMAL", "busy_timeout=5000"):
+        cursor.execute(f"PRAGMA {pragma}")
+    cursor.close()
 
 
 def alembic_config(url: str) -> Config:
