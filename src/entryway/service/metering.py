@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 import uuid
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
@@ -25,6 +26,7 @@ from entryway.storage.store import Caller, Store
 from entryway.storage.usage import RequestCountKey, UsageQueries
 
 FLUSH_SECONDS = 1.0
+ALERT_CHECK_SECONDS = 1.0  # a project's alert conditions are looked at this often at most
 AlertHook = Callable[[str, str, dict[str, object]], Awaitable[None]]  # project, kind, data
 
 
@@ -47,6 +49,8 @@ class Meter:
         self.on_alert = on_alert
         self.clock = clock
         self._counts: dict[RequestCountKey, int] = defaultdict(int)
+        self._next_alert_check: dict[str, float] = {}
+        self._alerts_due: set[str] = set()
         self._task: asyncio.Task[None] | None = None
 
     # ---------------------------------------------------------------- reads
@@ -59,6 +63,7 @@ class Meter:
             ] += 1
 
     async def flush(self) -> None:
+        await self.check_due_alerts()
         counts, self._counts = self._counts, defaultdict(int)
         if not counts:
             return
@@ -119,8 +124,20 @@ class Meter:
             quote=quote,
         )
         if not record.duplicate:
-            await self.check_alerts(who.project_id)
+            now = time.monotonic()
+            if self._next_alert_check.get(who.project_id, 0.0) <= now:
+                self._next_alert_check[who.project_id] = now + ALERT_CHECK_SECONDS
+                self._alerts_due.discard(who.project_id)
+                await self.check_alerts(who.project_id)
+            else:
+                self._alerts_due.add(who.project_id)  # looked at by the next flush
         return record
+
+    async def check_due_alerts(self) -> None:
+        """The alert checks that charges in quick succession put off."""
+        due, self._alerts_due = self._alerts_due, set()
+        for project_id in due:
+            await self.check_alerts(project_id)
 
     async def check_alerts(self, project_id: str) -> list[str]:
         """Raise credits.low / credits.overage for the current cycle when they apply."""

@@ -186,6 +186,7 @@ def billing_routes() -> APIRouter:
     async def list_alerts(who: CurrentCaller, request: Request) -> list[AlertOut]:
         """Low-balance and overage alerts, newest first (at most one of a kind per cycle)."""
         services: Services = request.app.state.services
+        await services.platform.meter.check_due_alerts()  # this process's latest charges
         return [
             AlertOut(
                 alert_id=a.alert_id,

@@ -116,6 +116,35 @@ class Ledger:
             )
         return account
 
+    async def _live_account(
+        self, db: AsyncConnection, project_id: str, at: datetime
+    ) -> CreditAccount:
+        """Only the lots a charge at `at` can draw from, oldest first (FIFO)."""
+        rows = (
+            await db.execute(
+                select(credit_lots)
+                .where(
+                    credit_lots.c.project_id == project_id,
+                    credit_lots.c.remaining > 0,
+                    credit_lots.c.granted_at <= at,
+                    credit_lots.c.expires_at > at,
+                )
+                .order_by(credit_lots.c.granted_at, credit_lots.c.lot_id)
+            )
+        ).all()
+        lots = tuple(
+            CreditLot(
+                r.lot_id,
+                LotKind(r.kind),
+                r.amount,
+                r.remaining,
+                utc(r.granted_at),
+                utc(r.expires_at),
+            )
+            for r in rows
+        )
+        return CreditAccount(lots=lots)
+
     async def _lock_project(self, db: AsyncConnection, project_id: str) -> int:
         """Serialise a project's ledger work (PostgreSQL row lock; SQLite locks the file)."""
         query = select(projects.c.cycle_overage).where(projects.c.project_id == project_id)
@@ -174,7 +203,7 @@ class Ledger:
                     settled_at=at if status is UsageStatus.SETTLED else None,
                 )
             )
-            overage = await self._draw(db, project_id, event_id, credits, at)
+            overage = await self._draw(db, project_id, event_id, credits, at, fresh=True)
             return UsageRecord(event_id, credits, overage, False, status)
 
         return await self._unit(work)
@@ -257,10 +286,18 @@ class Ledger:
     # ------------------------------------------------------------- postings
 
     async def _draw(
-        self, db: AsyncConnection, project_id: str, event_id: str, credits: int, at: datetime
+        self,
+        db: AsyncConnection,
+        project_id: str,
+        event_id: str,
+        credits: int,
+        at: datetime,
+        *,
+        fresh: bool = False,
     ) -> int:
-        """Take `credits` FIFO for an event; what no lot covers is overage. Returns it."""
-        account = await self._account(db, project_id)
+        """Take `credits` FIFO for an event; what no lot covers is overage. Returns it.
+        `fresh`: the event has no draws yet (a new charge), so each is a plain insert."""
+        account = await self._live_account(db, project_id, at) if credits else CreditAccount()
         _, consumption = account.consume(credits, at)
         for draw in consumption.draws:
             await db.execute(
@@ -268,7 +305,14 @@ class Ledger:
                 .where(credit_lots.c.lot_id == draw.lot_id)
                 .values(remaining=credit_lots.c.remaining - draw.credits)
             )
-            await self._add_draw(db, event_id, draw)
+            if fresh:
+                await db.execute(
+                    insert(usage_draws).values(
+                        event_id=event_id, lot_id=draw.lot_id, credits=draw.credits
+                    )
+                )
+            else:
+                await self._add_draw(db, event_id, draw)
         if consumption.overage:
             await self._shift_overage(db, project_id, event_id, consumption.overage)
         return consumption.overage
