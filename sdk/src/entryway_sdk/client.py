@@ -1,0 +1,189 @@
+"""The SDK's client: one API key, one chain (its RPC URL and Entryway's defaults for it)."""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import Any
+
+import httpx
+
+from entryway_sdk import abi
+from entryway_sdk._hex import checksum
+from entryway_sdk.errors import NetworkMismatchError
+from entryway_sdk.models import (
+    AccountInfo,
+    Credits,
+    GasPrice,
+    OpStatus,
+    SdkDefaults,
+    TaskStatus,
+    UserOperationReceipt,
+)
+from entryway_sdk.operations import ChainSession, PendingUserOperation, Speed
+from entryway_sdk.signer import SignerLike, as_signer
+from entryway_sdk.transport import NodeRpc, RetryPolicy, ServiceApi
+from entryway_sdk.wallet import SmartWallet
+
+DEFAULT_BASE_URL = "http://127.0.0.1:8000"
+
+
+class Entryway:
+    """An Entryway client for one chain. Create it with `await Entryway.init(...)`, close it
+    with `await client.aclose()` (or `async with`).
+
+    Every REST error raises a typed `EntrywayError` (see `entryway_sdk.errors`)."""
+
+    def __init__(self, chain: ChainSession, http: httpx.AsyncClient, *, owns_http: bool) -> None:
+        self._chain = chain
+        self._http = http
+        self._owns_http = owns_http
+
+    @classmethod
+    async def init(
+        cls,
+        *,
+        api_key: str,
+        rpc_url: str,
+        chain_id: int,
+        base_url: str = DEFAULT_BASE_URL,
+        request_timeout: float = 30.0,
+        retry: RetryPolicy | None = None,
+        http: httpx.AsyncClient | None = None,
+    ) -> Entryway:
+        """Connect to the service at `base_url` with the project's `api_key`, for `chain_id`
+        through the caller's RPC endpoint `rpc_url`.
+
+        Checks that the RPC answers and serves `chain_id` (NetworkConnectionError,
+        NetworkMismatchError), then loads the chain's defaults from `/get-sdk-defaults`
+        (InvalidApiKeyError, ChainNotRecognisedError, PlanNetworkNotAllowedError,
+        NetworkConnectionError). `http`, if given, is used and left open by `aclose`."""
+        owns_http = http is None
+        session = http if http is not None else httpx.AsyncClient(timeout=request_timeout)
+        policy = retry or RetryPolicy()
+        try:
+            api = ServiceApi(session, base_url, api_key, policy)
+            chain = await _connect(api, NodeRpc(session, rpc_url, policy), chain_id)
+        except BaseException:
+            if owns_http:
+                await session.aclose()
+            raise
+        return cls(chain, session, owns_http=owns_http)
+
+    # ---------------------------------------------------------------- chains
+
+    @property
+    def chain_id(self) -> int:
+        return self._chain.chain_id
+
+    @property
+    def rpc_url(self) -> str:
+        return self._chain.node.url
+
+    @property
+    def defaults(self) -> SdkDefaults:
+        """Entryway's addresses and settings on this chain (`/get-sdk-defaults`)."""
+        return self._chain.defaults
+
+    @property
+    def api(self) -> ServiceApi:
+        return self._chain.api
+
+    async def with_chain(self, chain_id: int, rpc_url: str) -> Entryway:
+        """A client for another chain with the same key and connection pool (checked as
+        `init` checks). Closing it leaves the pool open; closing this client closes both."""
+        node = NodeRpc(self._http, rpc_url, self.api.retry)
+        return Entryway(await _connect(self.api, node, chain_id), self._http, owns_http=False)
+
+    async def switch_chain(self, chain_id: int, rpc_url: str) -> None:
+        """Point this client at another chain (checked as `init` checks; on an error it stays
+        where it was). Wallets made before stay on the chain they were made for."""
+        node = NodeRpc(self._http, rpc_url, self.api.retry)
+        self._chain = await _connect(self.api, node, chain_id)
+
+    # ---------------------------------------------------------------- the service
+
+    async def credits(self) -> Credits:
+        """The project's credit balance and this cycle's use (`/v1/credits`)."""
+        return Credits.parse(await self.api.get("/v1/credits"))
+
+    async def op_status(self, user_op_hash: str) -> OpStatus:
+        """A UserOperation this project sent on this chain (`/op-status`)."""
+        raw = await self.api.get(
+            "/op-status", {"chainId": self.chain_id, "userOpHash": user_op_hash}
+        )
+        return OpStatus.parse(raw, self.chain_id)
+
+    async def account_info(self, address: str) -> AccountInfo:
+        """Any account on this chain as the chain sees it (`/account-info`)."""
+        raw = await self.api.get(
+            "/account-info", {"chainId": self.chain_id, "address": checksum(address)}
+        )
+        return AccountInfo.parse(raw)
+
+    async def task_status(self, task_id: str) -> TaskStatus:
+        """A background task of this project (`/task-status`)."""
+        return TaskStatus.parse(await self.api.get("/task-status", {"id": task_id}))
+
+    async def rpc(self, method: str, params: list[Any] | None = None) -> Any:
+        """One raw JSON-RPC call to this chain's bundler and paymaster endpoint."""
+        return await self.api.rpc(self.chain_id, method, params or [])
+
+    async def gas_price(self, speed: Speed = "standard") -> GasPrice:
+        """The bundler's suggested fees for `speed` (slow, standard or fast)."""
+        return await self._chain.gas_price(speed)
+
+    def user_operation(self, user_op_hash: str) -> PendingUserOperation:
+        """A handle on an op sent earlier (to wait for it or read its receipt)."""
+        return PendingUserOperation(self.api, self.chain_id, user_op_hash)
+
+    async def receipt(self, user_op_hash: str) -> UserOperationReceipt | None:
+        return await self.user_operation(user_op_hash).receipt()
+
+    # ---------------------------------------------------------------- wallets
+
+    async def wallet(self, owner: SignerLike, salt: int = 0) -> SmartWallet:
+        """The SmartAccount of `owner` and `salt` on this chain, at its counterfactual address
+        (`AccountFactory.getAddress`, read through the RPC); its first op deploys it."""
+        signer = as_signer(owner)
+        factory = abi.load("AccountFactory")
+        data = factory.encode_call("getAddress", checksum(signer.address), salt)
+        raw = await self._chain.node.call(self.defaults.account_factory, data)
+        address = checksum(factory.decode_output("getAddress", raw)[0])
+        return SmartWallet(self._chain, address, signer, salt)
+
+    def wallet_at(self, address: str, owner: SignerLike | None = None) -> SmartWallet:
+        """A deployed account by its address, with its owner if known (a recovery needs no
+        owner: the guardians' approvals authorise it)."""
+        return SmartWallet(self._chain, address, None if owner is None else as_signer(owner))
+
+    # ---------------------------------------------------------------- lifetime
+
+    async def aclose(self) -> None:
+        """Close the connection pool if this client opened it."""
+        if self._owns_http:
+            await self._http.aclose()
+
+    async def __aenter__(self) -> Entryway:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    def __repr__(self) -> str:
+        return f"Entryway(chain_id={self.chain_id}, base_url={self.api.base_url!r})"
+
+
+async def _connect(api: ServiceApi, node: NodeRpc, chain_id: int) -> ChainSession:
+    """`chain_id` through `node`, checked to serve it, with the service's defaults for it."""
+    if not isinstance(chain_id, int) or isinstance(chain_id, bool) or chain_id <= 0:
+        raise ValueError(f"chain_id must be a positive integer, not {chain_id!r}")
+    actual = await node.chain_id()
+    if actual != chain_id:
+        raise NetworkMismatchError(node.url, chain_id, actual)
+    defaults = SdkDefaults.parse(await api.get("/get-sdk-defaults", {"chainId": chain_id}))
+    return ChainSession(api, node, defaults)

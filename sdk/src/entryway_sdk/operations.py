@@ -1,0 +1,210 @@
+"""Sending a UserOperation the ERC-4337 / ERC-7677 way, and following it to its receipt.
+
+The pipeline (`submit`): fees from `entryway_getUserOperationGasPrice` → paymaster stub
+(`pm_getPaymasterStubData`) → `eth_estimateUserOperationGas` → signed paymaster data
+(`pm_getPaymasterData`) → the owner signs the userOpHash → `eth_sendUserOperation`.
+Unsponsored ops skip the two paymaster steps and pay from the account's own deposit."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import Any, Literal, TypedDict
+
+from entryway_sdk._hex import checksum, hex_bytes, quantity, to_hex
+from entryway_sdk.errors import (
+    ApiError,
+    EntrywayError,
+    UserOperationDroppedError,
+    UserOperationTimeoutError,
+)
+from entryway_sdk.models import GasPrice, OpStatus, SdkDefaults, UserOperationReceipt
+from entryway_sdk.signer import Signer, dummy_signature, sign
+from entryway_sdk.transport import NodeRpc, ServiceApi
+from entryway_sdk.userop import UserOperation, user_op_hash
+
+Speed = Literal["slow", "standard", "fast"]
+_FINAL = ("included", "failed")
+_PVG_PLACEHOLDER = 0xFFFFFF
+# The bundler estimates with zero fees, so a self-paying account's validation is measured
+# without its prefund: a value call into the EntryPoint that may create its deposit slot
+# (about 35,000 gas). Sponsored ops pay no prefund.
+_PREFUND_GAS = 50_000
+
+
+@dataclass(frozen=True, slots=True)
+class SendOptions:
+    """How an op is paid and priced.
+
+    `sponsored`: through Entryway's paymaster (ERC-7677), charged to the project's credits;
+    otherwise the account pays the gas itself. `policy_id`: the sponsorship policy to apply
+    (needed when the project has several active ones). `speed`: the gas price tier."""
+
+    sponsored: bool = True
+    policy_id: str | None = None
+    speed: Speed = "standard"
+
+
+class SendKwargs(TypedDict, total=False):
+    """`SendOptions` as keyword arguments of the wallet's methods."""
+
+    sponsored: bool
+    policy_id: str | None
+    speed: Speed
+
+
+class PendingUserOperation:
+    """A UserOperation the bundler accepted: its hash, and the way to its receipt."""
+
+    def __init__(
+        self, api: ServiceApi, chain_id: int, user_op_hash: str, op: UserOperation | None = None
+    ) -> None:
+        self._api = api
+        self.chain_id = chain_id
+        self.user_op_hash = user_op_hash.lower()
+        self.user_operation = op
+
+    def __repr__(self) -> str:
+        return f"PendingUserOperation(chain_id={self.chain_id}, hash={self.user_op_hash})"
+
+    async def status(self) -> OpStatus:
+        """The service's view of this op (`/op-status`)."""
+        raw = await self._api.get(
+            "/op-status", {"chainId": self.chain_id, "userOpHash": self.user_op_hash}
+        )
+        return OpStatus.parse(raw, self.chain_id)
+
+    async def receipt(self) -> UserOperationReceipt | None:
+        """The receipt if the op is mined, else None (one `eth_getUserOperationReceipt`)."""
+        raw = await self._api.rpc(self.chain_id, "eth_getUserOperationReceipt", [self.user_op_hash])
+        return None if raw is None else UserOperationReceipt.parse(raw)
+
+    async def wait(
+        self,
+        timeout: float = 60.0,  # noqa: ASYNC109 - a deadline for polling, not for one await
+        poll_interval: float = 0.5,
+    ) -> UserOperationReceipt:
+        """Wait until the op is mined and return its receipt (`success` False when its
+        execution reverted). Raises UserOperationDroppedError if the bundler dropped it and
+        UserOperationTimeoutError after `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        last: str | None = None
+        while True:
+            answer = await self._api.rpc(
+                self.chain_id, "entryway_getUserOperationStatus", [self.user_op_hash]
+            )
+            last = str(answer.get("status")) if isinstance(answer, dict) else None
+            if last == "dropped":
+                raise UserOperationDroppedError(self.user_op_hash, answer.get("reason"))
+            if last in _FINAL or last == "not_found":
+                # not_found: a bundler that restarted forgets its ops; the chain still knows.
+                receipt = await self.receipt()
+                if receipt is not None:
+                    return await self._with_credits(receipt)
+            if time.monotonic() >= deadline:
+                raise UserOperationTimeoutError(self.user_op_hash, timeout, last)
+            await asyncio.sleep(poll_interval)
+
+    async def _with_credits(self, receipt: UserOperationReceipt) -> UserOperationReceipt:
+        """The receipt with the credits the service charged for the op, when it says."""
+        try:
+            status = await self.status()
+        except ApiError:
+            return receipt
+        if status.credits is None:
+            return receipt
+        return UserOperationReceipt.parse(receipt.raw, credits=status.credits)
+
+
+class ChainSession:
+    """One chain as a client sees it: the service (`api`), the caller's node (`node`) and
+    Entryway's defaults there; prepares, signs and sends ops on it."""
+
+    def __init__(self, api: ServiceApi, node: NodeRpc, defaults: SdkDefaults) -> None:
+        self.api = api
+        self.node = node
+        self.defaults = defaults
+        self.chain_id = defaults.chain_id
+        self.entry_point = defaults.entry_point
+
+    async def _rpc(self, method: str, params: list[Any]) -> Any:
+        return await self.api.rpc(self.chain_id, method, params)
+
+    async def gas_price(self, speed: Speed = "standard") -> GasPrice:
+        tiers = await self._rpc("entryway_getUserOperationGasPrice", [])
+        tier = tiers[speed]
+        return GasPrice(quantity(tier["maxFeePerGas"]), quantity(tier["maxPriorityFeePerGas"]))
+
+    def _paymaster_params(self, op: UserOperation, options: SendOptions) -> list[Any]:
+        context = {"policyId": options.policy_id} if options.policy_id else {}
+        return [op.to_rpc(), self.entry_point, hex(self.chain_id), context]
+
+    @staticmethod
+    def _with_paymaster(op: UserOperation, fields: dict[str, Any]) -> UserOperation:
+        return op.with_(
+            paymaster=checksum(str(fields["paymaster"])),
+            paymaster_data=hex_bytes(fields.get("paymasterData") or "0x"),
+            paymaster_verification_gas_limit=quantity(
+                fields.get("paymasterVerificationGasLimit") or 0
+            ),
+            paymaster_post_op_gas_limit=quantity(fields.get("paymasterPostOpGasLimit") or 0),
+        )
+
+    async def prepare(
+        self, op: UserOperation, signer: Signer | None, options: SendOptions
+    ) -> UserOperation:
+        """`op` with fees, gas limits and (if sponsored) paymaster data, not yet signed."""
+        price = await self.gas_price(options.speed)
+        op = op.with_(
+            max_fee_per_gas=price.max_fee_per_gas,
+            max_priority_fee_per_gas=price.max_priority_fee_per_gas,
+            # Estimation runs the account's real ECDSA path with a stand-in signature; ops
+            # the account authorises otherwise (recovery) carry none.
+            signature=dummy_signature(bytes(32)) if signer is not None else b"",
+        )
+        if options.sponsored:
+            stub = await self._rpc("pm_getPaymasterStubData", self._paymaster_params(op, options))
+            op = self._with_paymaster(op, stub)
+        # The bundler prices preVerificationGas on the op as given: a placeholder with as many
+        # non-zero bytes as any real value keeps the calldata it counts from falling short.
+        priced = op.with_(pre_verification_gas=_PVG_PLACEHOLDER)
+        estimate = await self._rpc(
+            "eth_estimateUserOperationGas", [priced.to_rpc(), self.entry_point]
+        )
+        op = op.with_(
+            pre_verification_gas=quantity(estimate["preVerificationGas"]),
+            verification_gas_limit=quantity(estimate["verificationGasLimit"])
+            + (0 if options.sponsored else _PREFUND_GAS),
+            call_gas_limit=quantity(estimate["callGasLimit"]),
+        )
+        if options.sponsored:
+            estimated = quantity(estimate.get("paymasterVerificationGasLimit") or 0)
+            op = op.with_(
+                paymaster_verification_gas_limit=max(op.paymaster_verification_gas_limit, estimated)
+            )
+            final = await self._rpc("pm_getPaymasterData", self._paymaster_params(op, options))
+            op = self._with_paymaster(op, final)
+        return op.with_(signature=b"")
+
+    async def sign(self, op: UserOperation, signer: Signer) -> UserOperation:
+        digest = user_op_hash(op, self.entry_point, self.chain_id)
+        return op.with_(signature=await sign(signer, digest))
+
+    async def send(self, op: UserOperation) -> PendingUserOperation:
+        """Send a prepared (and, if it needs it, signed) op."""
+        answer = await self._rpc("eth_sendUserOperation", [op.to_rpc(), self.entry_point])
+        expected = to_hex(user_op_hash(op, self.entry_point, self.chain_id))
+        if str(answer).lower() != expected:
+            raise EntrywayError(
+                f"the bundler answered userOpHash {answer}, the SDK computed {expected}"
+            )
+        return PendingUserOperation(self.api, self.chain_id, expected, op)
+
+    async def submit(
+        self, op: UserOperation, signer: Signer | None, options: SendOptions
+    ) -> PendingUserOperation:
+        prepared = await self.prepare(op, signer, options)
+        if signer is not None:
+            prepared = await self.sign(prepared, signer)
+        return await self.send(prepared)

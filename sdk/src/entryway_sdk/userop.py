@@ -1,0 +1,208 @@
+"""ERC-4337 v0.8 UserOperations: the RPC form, the packed fields, the EIP-712 userOpHash, and
+the other EIP-712 digests Entryway's SmartAccount verifies."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from eth_abi.abi import encode
+
+from entryway_sdk._hex import ZERO_ADDRESS, address_bytes, checksum, hex_bytes, keccak, quantity
+
+ENTRY_POINT_V08 = "0x4337084D9E255Ff0702461CF8895CE9E3b5Ff108"
+_UINT128_MAX = 2**128 - 1
+
+PACKED_USEROP_TYPEHASH = keccak(
+    b"PackedUserOperation(address sender,uint256 nonce,bytes initCode,bytes callData,"
+    b"bytes32 accountGasLimits,uint256 preVerificationGas,bytes32 gasFees,bytes paymasterAndData)"
+)
+EIP712_DOMAIN_TYPEHASH = keccak(
+    b"EIP712Domain(string name,string version,uint256 chainId,address verifyingContract)"
+)
+RECOVERY_APPROVAL_TYPEHASH = keccak(
+    b"RecoveryApproval(address account,address newOwner,uint256 recoveryNonce,uint256 chainId)"
+)
+MESSAGE_TYPEHASH = keccak(b"SmartAccountMessage(bytes32 hash)")
+
+
+def _uint128_pair(high: int, low: int) -> bytes:
+    if not (0 <= high <= _UINT128_MAX and 0 <= low <= _UINT128_MAX):
+        raise ValueError("gas values must fit in uint128")
+    return ((high << 128) | low).to_bytes(32, "big")
+
+
+@dataclass(frozen=True, slots=True)
+class UserOperation:
+    """A UserOperation as the v0.7/v0.8 bundler RPC speaks it (unpacked); integers for gas
+    and wei, bytes for data. Immutable: `with_(...)` makes a changed copy."""
+
+    sender: str
+    nonce: int
+    call_data: bytes
+    call_gas_limit: int = 0
+    verification_gas_limit: int = 0
+    pre_verification_gas: int = 0
+    max_fee_per_gas: int = 0
+    max_priority_fee_per_gas: int = 0
+    signature: bytes = b""
+    factory: str | None = None
+    factory_data: bytes = b""
+    paymaster: str | None = None
+    paymaster_verification_gas_limit: int = 0
+    paymaster_post_op_gas_limit: int = 0
+    paymaster_data: bytes = b""
+
+    def with_(self, **changes: Any) -> UserOperation:
+        return replace(self, **changes)
+
+    @property
+    def init_code(self) -> bytes:
+        return b"" if self.factory is None else address_bytes(self.factory) + self.factory_data
+
+    @property
+    def account_gas_limits(self) -> bytes:
+        return _uint128_pair(self.verification_gas_limit, self.call_gas_limit)
+
+    @property
+    def gas_fees(self) -> bytes:
+        return _uint128_pair(self.max_priority_fee_per_gas, self.max_fee_per_gas)
+
+    @property
+    def paymaster_and_data(self) -> bytes:
+        if self.paymaster is None:
+            return b""
+        return (
+            address_bytes(self.paymaster)
+            + self.paymaster_verification_gas_limit.to_bytes(16, "big")
+            + self.paymaster_post_op_gas_limit.to_bytes(16, "big")
+            + self.paymaster_data
+        )
+
+    def to_rpc(self) -> dict[str, str]:
+        """The JSON object `eth_sendUserOperation` and ERC-7677 methods take."""
+        out = {
+            "sender": checksum(self.sender),
+            "nonce": hex(self.nonce),
+            "callData": "0x" + self.call_data.hex(),
+            "callGasLimit": hex(self.call_gas_limit),
+            "verificationGasLimit": hex(self.verification_gas_limit),
+            "preVerificationGas": hex(self.pre_verification_gas),
+            "maxFeePerGas": hex(self.max_fee_per_gas),
+            "maxPriorityFeePerGas": hex(self.max_priority_fee_per_gas),
+            "signature": "0x" + self.signature.hex(),
+        }
+        if self.factory is not None:
+            out["factory"] = checksum(self.factory)
+            out["factoryData"] = "0x" + self.factory_data.hex()
+        if self.paymaster is not None:
+            out["paymaster"] = checksum(self.paymaster)
+            out["paymasterVerificationGasLimit"] = hex(self.paymaster_verification_gas_limit)
+            out["paymasterPostOpGasLimit"] = hex(self.paymaster_post_op_gas_limit)
+            out["paymasterData"] = "0x" + self.paymaster_data.hex()
+        return out
+
+    @classmethod
+    def from_rpc(cls, raw: Mapping[str, Any]) -> UserOperation:
+        """The inverse of `to_rpc`; missing gas and fee fields read as 0."""
+
+        def number(name: str) -> int:
+            return quantity(raw.get(name) or 0, name)
+
+        def data(name: str) -> bytes:
+            return hex_bytes(raw.get(name) or "0x", name)
+
+        factory = raw.get("factory")
+        paymaster = raw.get("paymaster")
+        return cls(
+            sender=checksum(str(raw["sender"])),
+            nonce=number("nonce"),
+            call_data=data("callData"),
+            call_gas_limit=number("callGasLimit"),
+            verification_gas_limit=number("verificationGasLimit"),
+            pre_verification_gas=number("preVerificationGas"),
+            max_fee_per_gas=number("maxFeePerGas"),
+            max_priority_fee_per_gas=number("maxPriorityFeePerGas"),
+            signature=data("signature"),
+            factory=checksum(factory) if factory and factory not in ("0x", ZERO_ADDRESS) else None,
+            factory_data=data("factoryData"),
+            paymaster=(
+                checksum(paymaster) if paymaster and paymaster not in ("0x", ZERO_ADDRESS) else None
+            ),
+            paymaster_verification_gas_limit=number("paymasterVerificationGasLimit"),
+            paymaster_post_op_gas_limit=number("paymasterPostOpGasLimit"),
+            paymaster_data=data("paymasterData"),
+        )
+
+
+def domain_separator(name: bytes, version: bytes, chain_id: int, contract: str) -> bytes:
+    """EIP-712 domain separator over (name, version, chainId, verifyingContract)."""
+    return keccak(
+        encode(
+            ["bytes32", "bytes32", "bytes32", "uint256", "address"],
+            [EIP712_DOMAIN_TYPEHASH, keccak(name), keccak(version), chain_id, checksum(contract)],
+        )
+    )
+
+
+def _typed_digest(domain: bytes, struct_hash: bytes) -> bytes:
+    return keccak(b"\x19\x01" + domain + struct_hash)
+
+
+def user_op_struct_hash(op: UserOperation) -> bytes:
+    return keccak(
+        encode(
+            [
+                *("bytes32", "address", "uint256", "bytes32", "bytes32"),
+                *("bytes32", "uint256", "bytes32", "bytes32"),
+            ],
+            [
+                PACKED_USEROP_TYPEHASH,
+                checksum(op.sender),
+                op.nonce,
+                keccak(op.init_code),
+                keccak(op.call_data),
+                op.account_gas_limits,
+                op.pre_verification_gas,
+                op.gas_fees,
+                keccak(op.paymaster_and_data),
+            ],
+        )
+    )
+
+
+def user_op_hash(op: UserOperation, entry_point: str, chain_id: int) -> bytes:
+    """The EntryPoint v0.8 userOpHash: the EIP-712 digest of the packed op under the domain
+    ("ERC4337", "1", chainId, entryPoint). The account's owner signs this digest as it is."""
+    domain = domain_separator(b"ERC4337", b"1", chain_id, entry_point)
+    return _typed_digest(domain, user_op_struct_hash(op))
+
+
+def _smart_account_domain(account: str, chain_id: int) -> bytes:
+    return domain_separator(b"EntrywaySmartAccount", b"1", chain_id, account)
+
+
+def recovery_digest(account: str, new_owner: str, recovery_nonce: int, chain_id: int) -> bytes:
+    """What a guardian signs to approve `new_owner` for `account` under its current recovery
+    nonce (EIP-712 `RecoveryApproval`, the same as `SmartAccount.recoveryDigest`)."""
+    struct = keccak(
+        encode(
+            ["bytes32", "address", "address", "uint256", "uint256"],
+            [
+                RECOVERY_APPROVAL_TYPEHASH,
+                checksum(account),
+                checksum(new_owner),
+                recovery_nonce,
+                chain_id,
+            ],
+        )
+    )
+    return _typed_digest(_smart_account_domain(account, chain_id), struct)
+
+
+def message_digest(account: str, chain_id: int, message_hash: bytes) -> bytes:
+    """What the owner signs so that the account's ERC-1271 `isValidSignature(message_hash,
+    signature)` holds (`SmartAccount.messageDigest`)."""
+    struct = keccak(encode(["bytes32", "bytes32"], [MESSAGE_TYPEHASH, message_hash]))
+    return _typed_digest(_smart_account_domain(account, chain_id), struct)
