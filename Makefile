@@ -12,10 +12,11 @@ DATA_DIR ?= .entryway
 setup: $(STAMP) $(NPM_STAMP)
 
 # Python: a virtualenv with the locked, hashed dependencies, then the project itself (editable).
-$(STAMP): requirements/dev.txt pyproject.toml
+$(STAMP): requirements/dev.txt pyproject.toml sdk/pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --require-hashes --no-deps -r requirements/dev.txt
 	$(BIN)/pip install --quiet --no-deps --no-build-isolation -e .
+	$(BIN)/pip install --quiet --no-deps --no-build-isolation -e sdk
 	touch $@
 
 # npm: anvil, solc and the EntryPoint v0.8 release, exactly as package-lock.json pins them.
@@ -30,21 +31,23 @@ devnet: setup
 	$(BIN)/entryway devnet --data-dir $(DATA_DIR)
 
 test: setup
-	$(BIN)/ruff check src tests bench
-	$(BIN)/ruff format --check src tests bench
+	$(BIN)/ruff check src sdk tests bench
+	$(BIN)/ruff format --check src sdk tests bench
 	$(BIN)/mypy
+	$(BIN)/mypy --strict sdk/src
 	$(BIN)/pytest
 
 lint: setup
-	$(BIN)/ruff check src tests bench
-	$(BIN)/ruff format --check src tests bench
+	$(BIN)/ruff check src sdk tests bench
+	$(BIN)/ruff format --check src sdk tests bench
 
 format: setup
-	$(BIN)/ruff format src tests bench
+	$(BIN)/ruff format src sdk tests bench
 	$(BIN)/ruff check --fix src tests bench
 
 typecheck: setup
 	$(BIN)/mypy
+	$(BIN)/mypy --strict sdk/src
 
 # Compile contracts/ with the pinned solc and refresh the artifacts inside the package.
 contracts: $(NPM_STAMP)
