@@ -200,6 +200,42 @@ async def test_estimate_gives_limits_that_get_the_op_included(
     assert await harness.call(counter, COUNTER, "counts", final.sender) == 1
 
 
+async def test_an_unsized_self_paying_op_is_estimated_enough_to_be_accepted(
+    client: RpcClient, harness: Harness
+) -> None:
+    """A client estimating with preVerificationGas and fees still 0, for a counterfactual
+    account that pays its own prefund (and so creates its EntryPoint deposit during
+    validation): the estimate must cover the op as finally sent."""
+    from dataclasses import replace
+
+    owner = harness.new_key()
+    draft = await harness.build_op(owner.address, b"")
+    await harness.fund(draft.sender, ETHER)
+    unsized = replace(
+        draft,
+        pre_verification_gas=0,
+        verification_gas_limit=0,
+        call_gas_limit=0,
+        max_fee_per_gas=0,
+        max_priority_fee_per_gas=0,
+    )
+    estimate = await client.result(
+        "eth_estimateUserOperationGas",
+        user_operation_json(harness.sign(unsized, owner)),
+        client.entry_point,
+    )
+    sized = replace(
+        draft,
+        pre_verification_gas=int(estimate["preVerificationGas"], 16),
+        verification_gas_limit=int(estimate["verificationGasLimit"], 16),
+        call_gas_limit=int(estimate["callGasLimit"], 16),
+    )
+    op_hash = await client.send(harness.sign(sized, owner))
+    await client.bundle()
+    receipt = await client.result("eth_getUserOperationReceipt", op_hash)
+    assert receipt["success"] is True
+
+
 async def test_estimate_reports_a_reverting_call(client: RpcClient, harness: Harness) -> None:
     from tests.integration.test_smart_account import deploy_counter
 

@@ -32,6 +32,12 @@ TOLERANCE = 1_000
 # Headroom over the least limit that passed: signatures and storage vary a little op to op.
 VERIFICATION_MARGIN_PERCENT = 10
 CALL_MARGIN = 2_000
+# Fee a self-paying op is simulated with when it gives none, and the balance that pays it.
+PLACEHOLDER_FEE = 10**9
+FUNDED_BALANCE = 2**128
+# Unset fields priced at their widest plausible non-zero form (3 and 8 bytes).
+PLACEHOLDER_PVG = 0xFFFFFF
+PLACEHOLDER_WIDE_FEE = 2**64 - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,12 +126,24 @@ class GasEstimator:
     async def estimate(
         self, op: UserOperation, state_override: dict[str, Any] | None = None
     ) -> GasEstimate:
-        override = self._override({**(eip7702_override(op) or {}), **(state_override or {})})
-        # Zero fees: the estimate must not depend on the sender's (or paymaster's) funds.
+        extra = {**(eip7702_override(op) or {}), **(state_override or {})}
+        if op.paymaster is None:
+            # A self-paying account sends its prefund to the EntryPoint during validation (and
+            # may create its deposit): measure that path with real fees and a balance that
+            # covers them, so the estimate does not depend on the sender's funds.
+            funded = dict(extra.get(op.sender, {}))
+            funded.setdefault("balance", hex(FUNDED_BALANCE))
+            extra[op.sender] = funded
+            max_fee = op.max_fee_per_gas or PLACEHOLDER_FEE
+            tip = min(op.max_priority_fee_per_gas or PLACEHOLDER_FEE, max_fee)
+        else:
+            # Zero fees: the estimate must not depend on the paymaster's deposit.
+            max_fee = tip = 0
+        override = self._override(extra)
         probe = replace(
             op,
-            max_fee_per_gas=0,
-            max_priority_fee_per_gas=0,
+            max_fee_per_gas=max_fee,
+            max_priority_fee_per_gas=tip,
             verification_gas_limit=MAX_VERIFICATION_GAS,
             call_gas_limit=0,
             paymaster_verification_gas_limit=MAX_VERIFICATION_GAS if op.paymaster else 0,
@@ -155,8 +173,16 @@ class GasEstimator:
         (((pre_op_gas, *_), *_),) = await self._call(
             "simulateValidation", probe.packed(), override=override
         )
+        # Priced as it will be sent: fields still unset (0) count as the widest they may be,
+        # since every non-zero calldata byte costs more than a zero one.
         final = replace(
-            op, verification_gas_limit=verification, call_gas_limit=call_gas + CALL_MARGIN
+            op,
+            verification_gas_limit=verification,
+            call_gas_limit=call_gas + CALL_MARGIN,
+            pre_verification_gas=op.pre_verification_gas or PLACEHOLDER_PVG,
+            max_fee_per_gas=op.max_fee_per_gas or PLACEHOLDER_WIDE_FEE,
+            max_priority_fee_per_gas=op.max_priority_fee_per_gas or PLACEHOLDER_WIDE_FEE,
+            paymaster_verification_gas_limit=pm_verification or op.paymaster_verification_gas_limit,
         )
         signed_like = with_full_signature(final)
         pvg = pre_verification_gas(signed_like, pre_op_gas)
