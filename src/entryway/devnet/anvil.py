@@ -59,6 +59,7 @@ class AnvilConfig:
     hardfork: str = "prague"
     default_create2_deployer: bool = True
     log_path: Path | None = None
+    base_fee_per_gas: int | None = None  # None: anvil's default (1 gwei)
 
 
 class AnvilProcess:
@@ -95,6 +96,8 @@ class AnvilProcess:
             cmd += ["--block-time", str(c.block_time_s)]
         if not c.default_create2_deployer:
             cmd.append("--disable-default-create2-deployer")
+        if c.base_fee_per_gas is not None:
+            cmd += ["--base-fee", str(c.base_fee_per_gas)]
         return cmd
 
     async def start(self) -> None:

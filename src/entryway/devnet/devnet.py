@@ -18,6 +18,7 @@ from entryway.chain.transactor import Transactor
 from entryway.deploy.deployer import ContractDeployer, Deployment, PaymasterFunding
 from entryway.deploy.plan import Operator, plan_deployment
 from entryway.devnet.anvil import AnvilConfig, AnvilProcess
+from entryway.domain.networks import NETWORKS
 from entryway.keys import load_or_create_key
 
 ETHER = 10**18
@@ -95,6 +96,7 @@ class Devnet:
                         state_path=self.dir / f"anvil-{chain_id}.json",
                         log_path=self.dir / f"anvil-{chain_id}.log",
                         block_time_s=self.block_time_s,
+                        base_fee_per_gas=_devnet_base_fee(chain_id),
                     )
                 )
                 await node.start()
@@ -131,3 +133,8 @@ class Devnet:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
+
+
+def _devnet_base_fee(chain_id: int) -> int | None:
+    network = NETWORKS.get(chain_id)
+    return network.fee_rules.devnet_base_fee_per_gas if network else None

@@ -32,6 +32,9 @@ class FeeRules:
     # OP-stack chains charge an L1 data fee on top of L2 execution, quoted by the
     # GasPriceOracle predeploy (`getL1Fee(bytes)`).
     l1_gas_price_oracle: str | None = None
+    # The base fee a local devnet of this chain starts at: near the real network's, so that
+    # credits spent on the devnet look like production's (None: anvil's 1 gwei).
+    devnet_base_fee_per_gas: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +71,9 @@ OP_STACK_GAS_PRICE_ORACLE = "0x420000000000000000000000000000000000000F"
 
 # Polygon PoS nodes reject transactions tipping less than 25 gwei (on mainnet and Amoy alike).
 _POLYGON_FEES = FeeRules(min_priority_fee_per_gas=25 * GWEI)
-_BASE_FEES = FeeRules(l1_gas_price_oracle=OP_STACK_GAS_PRICE_ORACLE)
+_BASE_FEES = FeeRules(
+    l1_gas_price_oracle=OP_STACK_GAS_PRICE_ORACLE, devnet_base_fee_per_gas=5 * GWEI // 1000
+)
 _POL = NativeToken(symbol="POL", name="Polygon Ecosystem Token")
 _ETH = NativeToken(symbol="ETH", name="Ether")
 
