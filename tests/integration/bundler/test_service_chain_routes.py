@@ -256,3 +256,20 @@ async def test_sponsorship_through_the_service_holds_then_settles_on_the_receipt
     bad = [raw, "0x" + "11" * 20, hex(CHAIN), {}]
     r = await client.post(f"/rpc/{CHAIN}", headers=auth, json=rpc("pm_getPaymasterData", *bad))
     assert r.status_code == 200 and r.json()["error"]["code"] == -32602
+
+
+async def test_a_free_project_is_refused_on_mainnets_whatever_it_enabled(
+    service: tuple[httpx.AsyncClient, Services],
+) -> None:
+    client, services = service
+    _, key = await tenant(services, PlanName.FREE, [137, 8453, CHAIN])
+    auth = {"Authorization": f"Bearer {key}"}
+    for chain_id in (137, 8453):
+        r = await client.post(f"/rpc/{chain_id}", headers=auth, json=rpc("pm_getPaymasterData"))
+        assert r.status_code == 403, r.text
+        assert r.json()["code"] == "plan_network_not_allowed"
+        assert "testnet" in r.json()["detail"]
+        r = await client.get("/get-sdk-defaults", params={"chainId": chain_id}, headers=auth)
+        assert r.json()["code"] == "plan_network_not_allowed"
+    r = await client.get("/get-sdk-defaults", params={"chainId": CHAIN}, headers=auth)
+    assert r.status_code == 200
