@@ -121,6 +121,7 @@ def up(
         redis_url=os.environ.get("ENTRYWAY_REDIS_URL"),
         rate_limits=os.environ.get("ENTRYWAY_RATE_LIMITS", ""),
         admin_token=os.environ.get("ENTRYWAY_ADMIN_TOKEN"),
+        deposit_alert_wei=int(os.environ.get("ENTRYWAY_PAYMASTER_DEPOSIT_ALERT_WEI", 10**17)),
     )
     services = Services()
 

@@ -133,3 +133,28 @@ async def test_a_restart_keeps_the_demo_key_and_the_chains(tmp_path: Path) -> No
             assert r.status_code == 200 and sorted(r.json()["chains"]) == ["80002", "84532"]
     finally:
         await stop(proc)
+
+
+async def test_operators_see_the_paymaster_deposits_and_a_low_one_is_flagged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ENTRYWAY_PAYMASTER_DEPOSIT_ALERT_WEI", str(10**30))  # above any deposit
+    port = free_port()
+    proc = await start(tmp_path, port)
+    try:
+        token = (tmp_path / "admin-token").read_text().strip()
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as http:
+            for _ in range(50):
+                r = await http.get(
+                    "/v1/admin/paymaster", headers={"Authorization": f"Bearer {token}"}
+                )
+                deposits = r.json()["deposits"]
+                if len(deposits) == 2:
+                    break
+                await asyncio.sleep(0.1)
+            assert [d["chainId"] for d in deposits] == [80002, 84532]
+            assert all(d["low"] and int(d["depositWei"]) > 0 for d in deposits)
+            refused = await http.get("/v1/admin/paymaster")
+            assert refused.json()["code"] == "invalid_admin_token"
+    finally:
+        await stop(proc)

@@ -21,6 +21,7 @@ from entryway.devnet.devnet import Devnet
 from entryway.domain.apikeys import InvalidApiKeyError, KeyEnvironment
 from entryway.domain.plans import PlanName
 from entryway.domain.webhooks import EventType
+from entryway.paymaster.deposit import DepositAlert, DepositStatus, DepositWatcher
 from entryway.paymaster.erc7677 import PaymasterChain, PaymasterRpc
 from entryway.paymaster.settlement import ChainLookups, Settled, SponsoredOp, SponsorshipSettler
 from entryway.paymaster.signer import PaymasterSigner
@@ -45,6 +46,7 @@ class EmbeddedSettings:
     redis_url: str | None = None  # shared rate limits; in memory without
     rate_limits: str = ""  # e.g. "FREE=10/second" over the defaults
     admin_token: str | None = None  # None: read or make <data-dir>/admin-token
+    deposit_alert_wei: int = 10**17  # paymaster deposit under which operators are alerted
 
 
 @asynccontextmanager
@@ -87,7 +89,7 @@ async def run_embedded(
             )
         events = WebhookStore(engine)
         platform.meter.on_alert = _alert_events(events)
-        await _start_paymaster(stack, services, store, devnet, events)
+        await _start_paymaster(stack, services, store, devnet, events, settings.deposit_alert_wei)
         await stack.enter_async_context(
             running_worker(engine, usage=store, price_book=services.prices)
         )
@@ -146,7 +148,12 @@ def _op_events(events: WebhookStore) -> Settled:
 
 
 async def _start_paymaster(
-    stack: AsyncExitStack, services: Services, store: Store, devnet: Devnet, events: WebhookStore
+    stack: AsyncExitStack,
+    services: Services,
+    store: Store,
+    devnet: Devnet,
+    events: WebhookStore,
+    deposit_alert_wei: int,
 ) -> None:
     """ERC-7677 on every chain with the devnet's paymaster signer (a key file in the data
     directory, never the database), and the settler that turns holds into final charges."""
@@ -178,6 +185,47 @@ async def _start_paymaster(
     services.settler = settler
     await settler.start()
     stack.push_async_callback(settler.stop)
+    for c in chains:
+        watcher = DepositWatcher(
+            c.eth,
+            c.chain_id,
+            c.deployment.entry_point,
+            c.deployment.paymaster,
+            deposit_alert_wei,
+            _deposit_events(store, events),
+        )
+        task = asyncio.create_task(_watch_deposit(services, watcher))
+        stack.callback(task.cancel)
+
+
+DEPOSIT_CHECK_SECONDS = 30.0
+
+
+async def _watch_deposit(services: Services, watcher: DepositWatcher) -> None:
+    """Keep the deposit's latest reading for the operator (/v1/admin/paymaster); a fall under
+    the threshold alerts once (log and webhooks) until it recovers."""
+    while True:
+        try:
+            services.deposits[watcher.chain_id] = await watcher.check()
+        except Exception:
+            log.warning("cannot read the paymaster deposit on chain %d", watcher.chain_id)
+        await asyncio.sleep(DEPOSIT_CHECK_SECONDS)
+
+
+def _deposit_events(store: Store, events: WebhookStore) -> DepositAlert:
+    """paymaster.deposit_low to every project that has the chain enabled."""
+
+    async def alert(status: DepositStatus) -> None:
+        data = {
+            "chainId": status.chain_id,
+            "paymaster": status.paymaster,
+            "depositWei": str(status.deposit_wei),
+            "thresholdWei": str(status.threshold_wei),
+        }
+        for project_id in await store.project_ids_with_chain(status.chain_id):
+            await events.emit(EventType.PAYMASTER_DEPOSIT_LOW, project_id, data)
+
+    return alert
 
 
 def _bound(method: Callable[[list[Any]], Awaitable[Any]]) -> Callable[[str], Awaitable[Any]]:

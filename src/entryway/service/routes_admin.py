@@ -81,4 +81,21 @@ def admin_routes() -> APIRouter:
             closed.extend(await billing.close_due_cycles(project_id, now))
         return CycleCloseOut(invoices=[invoice_out(s) for s in closed])
 
+    @router.get("/paymaster", operation_id="adminPaymasterDeposits")
+    async def paymaster(services: Operator) -> dict[str, object]:
+        """The paymaster's EntryPoint deposit per chain, as last read, and whether it is under
+        the alert threshold (top it up with `entryway paymaster deposit`)."""
+        return {
+            "deposits": [
+                {
+                    "chainId": d.chain_id,
+                    "paymaster": d.paymaster,
+                    "depositWei": str(d.deposit_wei),
+                    "thresholdWei": str(d.threshold_wei),
+                    "low": d.low,
+                }
+                for d in sorted(services.deposits.values(), key=lambda d: d.chain_id)
+            ]
+        }
+
     return router

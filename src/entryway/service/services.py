@@ -10,6 +10,7 @@ from entryway.bundler.rpc_methods import BundlerRpc
 from entryway.chain.rpc import EthClient
 from entryway.deploy.deployer import Deployment
 from entryway.domain.pricebook import PriceBook, default_price_book
+from entryway.paymaster.deposit import DepositStatus
 from entryway.paymaster.erc7677 import PaymasterRpc
 from entryway.paymaster.settlement import SponsorshipSettler
 from entryway.service.metering import Meter
@@ -45,6 +46,7 @@ class Services:
     admin_token: str | None = None
     paymaster: PaymasterRpc | None = None  # ERC-7677 on /rpc/{chainId}
     settler: SponsorshipSettler | None = None  # settles the holds of sponsored ops
+    deposits: dict[int, DepositStatus] = field(default_factory=dict)  # latest, by chain
     _platform: Platform | None = None
 
     @property

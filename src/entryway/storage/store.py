@@ -169,6 +169,11 @@ class Store:
             raise UnknownError(f"no project {project_id}")
         return project_from_row(row)
 
+    async def project_ids_with_chain(self, chain_id: int) -> list[str]:
+        async with self.engine.connect() as db:
+            rows = (await db.execute(select(projects.c.project_id, projects.c.chains))).all()
+        return [r.project_id for r in rows if chain_id in _parse_chains(r.chains)]
+
     async def update_project(
         self,
         project_id: str,
