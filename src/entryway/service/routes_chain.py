@@ -12,19 +12,12 @@ from fastapi.responses import JSONResponse, Response
 
 from entryway.bundler.errors import BundlerError
 from entryway.bundler.rpc_types import parse_user_operation
-from entryway.domain.chain_access import (
-    AccessContext,
-    ChainNotRecognisedError,
-    PlanNetworkNotAllowedError,
-    check_chain_access,
-)
 from entryway.domain.evm import checksum
 from entryway.domain.networks import NETWORKS
-from entryway.domain.plans import plan
 from entryway.paymaster.erc7677 import PaymasterCaller, PaymasterRpc
 from entryway.paymaster.settlement import SponsoredOp
 from entryway.service.auth import CurrentCaller
-from entryway.service.chainhealth import ChainHealth
+from entryway.service.chain_access import ChainGate
 from entryway.service.problems import Problem
 from entryway.service.schemas import AccountInfoOut, OpStatusOut, SdkDefaults, SdkDefaultsList
 from entryway.service.services import ChainRuntime, Services
@@ -36,45 +29,7 @@ ChainIdQuery = Annotated[int, Query(alias="chainId", ge=1, le=2**53)]
 
 def chain_routes(prefixes: tuple[str, ...]) -> APIRouter:
     router = APIRouter()
-    health = ChainHealth()
-
-    async def usable_chain(request: Request, who: Caller, chain_id: int) -> ChainRuntime:
-        """The chain's runtime, once access and the network's health are checked."""
-        services: Services = request.app.state.services
-        ctx = AccessContext(
-            who.project_chains, who.key_chains, who.aa_module_enabled, plan(who.plan)
-        )
-        try:
-            check_chain_access(chain_id, ctx)
-        except ChainNotRecognisedError as exc:
-            checks = [{"check": c.name, "passed": c.passed} for c in exc.checks]
-            raise Problem(
-                403, exc.code, "Chain ID not recognised", str(exc), checks=checks
-            ) from None
-        except PlanNetworkNotAllowedError as exc:
-            raise Problem(403, exc.code, "Network not in plan", str(exc)) from None
-        chain = services.chains.get(chain_id)
-        if chain is None:
-            raise Problem(
-                503, "network_connection_problem", "Network connection problem",
-                f"chain {chain_id} is enabled but this service has no RPC endpoint for it",
-                checks=[{"check": "rpc_configured", "passed": False}],
-            )  # fmt: skip
-        status = await health.status(
-            chain_id, chain.eth, maintenance=chain_id in services.maintenance
-        )
-        if not status.ok:
-            failed = "; ".join(c.detail for c in status.checks if not c.passed)
-            raise Problem(
-                503,
-                "network_connection_problem",
-                "Network connection problem",
-                f"chain {chain_id}: {failed}",
-                checks=[
-                    {"check": c.name, "passed": c.passed, "detail": c.detail} for c in status.checks
-                ],
-            )
-        return chain
+    usable_chain = ChainGate().usable_chain
 
     def defaults(request: Request, chain: ChainRuntime) -> SdkDefaults:
         network = NETWORKS[chain.chain_id]

@@ -10,6 +10,7 @@ from sqlalchemy import (
     DateTime,
     ForeignKey,
     Index,
+    LargeBinary,
     MetaData,
     String,
     Table,
@@ -262,4 +263,71 @@ webhook_attempts = Table(
     # in_flight, succeeded, failed, gone, interrupted (its worker died mid-attempt)
     Column("outcome", String(12), nullable=False),
     Index("ix_webhook_attempts_delivery_id", "delivery_id", "number"),
+)
+
+# --- Notarization (entryway.storage.notary) ---
+
+# A Merkle tree whose root is anchored in NotaryAnchor in one transaction: a batch of pending
+# hashes of one chain (mode batched), or one hash alone (mode direct). Its leaves are its
+# notarizations in leaf_index order.
+notary_batches = Table(
+    "notary_batches",
+    metadata,
+    Column("batch_id", String(36), primary_key=True),
+    Column("chain_id", BigInteger, nullable=False),
+    Column("mode", String(10), nullable=False),  # batched, direct
+    Column("state", String(10), nullable=False),  # sealed, anchored, failed
+    Column("leaf_count", BigInteger, nullable=False),
+    # The anchor, once recorded: the root, NotaryAnchor's address and the transaction.
+    Column("root", String(66), nullable=True),
+    Column("contract", String(42), nullable=True),
+    Column("transaction_hash", String(66), nullable=True),
+    Column("block_number", BigInteger, nullable=True),
+    Column("block_time", BigInteger, nullable=True),  # Unix seconds
+    Column("task_id", String(36), nullable=True),  # the anchoring task
+    Column("error", Text, nullable=True),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("anchored_at", DateTime(timezone=True), nullable=True),
+    Index("ix_notary_batches_chain_id", "chain_id", "state"),
+)
+
+# One submitted hash (or document, by its SHA-256). Pending while batch_id is None (waiting
+# for a batch) or its batch is sealed; anchored or failed with its batch.
+notarizations = Table(
+    "notarizations",
+    metadata,
+    Column("notarization_id", String(36), primary_key=True),
+    Column("project_id", String(36), ForeignKey("projects.project_id"), nullable=False),
+    Column("key_id", String(8), nullable=True),
+    Column("chain_id", BigInteger, nullable=False),
+    Column("mode", String(10), nullable=False),  # batched, direct
+    Column("kind", String(10), nullable=False),  # hash, document
+    Column("document_hash", String(66), nullable=False),  # 0x + sha256, lower-case hex
+    Column("data_bytes", BigInteger, nullable=False),  # the document's size; 32 for a hash
+    Column("label", String(200), nullable=True),
+    Column("metadata_json", Text, nullable=True),
+    Column("filename", String(255), nullable=True),
+    Column("content_type", String(200), nullable=True),
+    Column("stored", Boolean, nullable=False),  # the document is kept in notary_documents
+    Column("idempotency_key", String(200), nullable=True),
+    Column("batch_id", String(36), ForeignKey("notary_batches.batch_id"), nullable=True),
+    Column("leaf_index", BigInteger, nullable=True),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    UniqueConstraint("project_id", "idempotency_key", name="uq_notarizations_idempotency"),
+    Index("ix_notarizations_project_id", "project_id", "created_at"),
+    Index("ix_notarizations_batch_id", "batch_id", "chain_id", "created_at"),
+)
+
+# Documents kept at the project's request (store: true), in the database with their record.
+notary_documents = Table(
+    "notary_documents",
+    metadata,
+    Column(
+        "notarization_id",
+        String(36),
+        ForeignKey("notarizations.notarization_id"),
+        primary_key=True,
+    ),
+    Column("content", LargeBinary, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
 )
