@@ -22,6 +22,7 @@ from entryway.service.problems import Problem
 from entryway.service.routes_admin import admin_routes
 from entryway.service.routes_billing import billing_routes
 from entryway.service.routes_chain import chain_routes
+from entryway.service.routes_notary import notary_routes
 from entryway.service.routes_platform import platform_routes
 from entryway.service.routes_policies import policy_routes
 from entryway.service.routes_tasks import task_routes
@@ -93,4 +94,5 @@ def create_app(
     app.include_router(policy_routes())
     app.include_router(task_routes())
     app.include_router(webhook_routes())
+    app.include_router(notary_routes())
     return app

@@ -14,13 +14,21 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy.ext.asyncio import AsyncEngine
+
 from entryway.bundler.service import BundlingMode
 from entryway.bundler.standalone import StandaloneSettings, build_bundler
 from entryway.chain.rpc import EthClient, JsonRpcClient
+from entryway.chain.transactor import Transactor
 from entryway.devnet.devnet import Devnet
 from entryway.domain.apikeys import InvalidApiKeyError, KeyEnvironment
+from entryway.domain.notarization import NotarySettings
 from entryway.domain.plans import PlanName
 from entryway.domain.webhooks import EventType
+from entryway.notary.anchor import Anchorer
+from entryway.notary.anchoring import notary_handlers
+from entryway.notary.batcher import running_batcher
+from entryway.notary.service import Notary
 from entryway.paymaster.deposit import DepositAlert, DepositStatus, DepositWatcher
 from entryway.paymaster.erc7677 import PaymasterChain, PaymasterRpc
 from entryway.paymaster.settlement import ChainLookups, Settled, SponsoredOp, SponsorshipSettler
@@ -29,10 +37,11 @@ from entryway.service.metering import AlertHook
 from entryway.service.ratelimit import RateLimiter, parse_limits
 from entryway.service.services import ChainRuntime, Services
 from entryway.storage.engine import make_engine, migrate, sqlite_url
+from entryway.storage.notary import NotaryStore
 from entryway.storage.policies import PolicyStore, SqlSponsorshipUsage
 from entryway.storage.store import Store
 from entryway.storage.webhooks import WebhookStore
-from entryway.worker import running_worker
+from entryway.worker import Handler, running_worker
 
 log = logging.getLogger(__name__)
 
@@ -90,8 +99,13 @@ async def run_embedded(
         events = WebhookStore(engine)
         platform.meter.on_alert = _alert_events(events)
         await _start_paymaster(stack, services, store, devnet, events, settings.deposit_alert_wei)
+        handlers = _start_notary(services, devnet, engine, events)
         await stack.enter_async_context(
-            running_worker(engine, usage=store, price_book=services.prices)
+            running_worker(engine, usage=store, price_book=services.prices, handlers=handlers)
+        )
+        assert services.notary is not None
+        await stack.enter_async_context(
+            running_batcher(services.notary.store, services.chains, services.notary.settings)
         )
         demo = await _demo_project(store, settings.data_dir / "demo.json", services)
         yield demo
@@ -117,6 +131,23 @@ async def _demo_project(store: Store, path: Path, services: Services) -> dict[st
     demo = {"apiKey": key.secret, "projectId": project_id, "chains": _chains_json(services)}
     _write(path, demo)
     return demo
+
+
+def _start_notary(
+    services: Services, devnet: Devnet, engine: AsyncEngine, events: WebhookStore
+) -> dict[str, Handler]:
+    """Notarization: intake for every chain, anchoring from the notary key as durable tasks
+    (the returned worker handlers), batches sealed by the batcher."""
+    notaries = NotaryStore(engine)
+    settings = NotarySettings()
+    services.notary = Notary(notaries, services.chains, settings)
+    anchorers = {
+        c.chain_id: Anchorer(
+            Transactor(c.eth, devnet.keys.notary_submitter, c.chain_id), c.deployment.notary
+        )
+        for c in services.chains.values()
+    }
+    return dict(notary_handlers(notaries, anchorers, events))
 
 
 def _alert_events(events: WebhookStore) -> AlertHook:

@@ -59,7 +59,7 @@ IdempotencyKey = Annotated[
 
 
 def notarizations_of(request: Request) -> Notary:
-    notary = getattr(request.app.state.services, "notary", None)
+    notary = request.app.state.services.notary
     if not isinstance(notary, Notary):
         raise Problem(
             503, "notary_unavailable", "Notary unavailable", "this service notarizes nothing"

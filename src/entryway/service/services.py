@@ -10,6 +10,7 @@ from entryway.bundler.rpc_methods import BundlerRpc
 from entryway.chain.rpc import EthClient
 from entryway.deploy.deployer import Deployment
 from entryway.domain.pricebook import PriceBook, default_price_book
+from entryway.notary.service import Notary
 from entryway.paymaster.deposit import DepositStatus
 from entryway.paymaster.erc7677 import PaymasterRpc
 from entryway.paymaster.settlement import SponsorshipSettler
@@ -47,6 +48,7 @@ class Services:
     paymaster: PaymasterRpc | None = None  # ERC-7677 on /rpc/{chainId}
     settler: SponsorshipSettler | None = None  # settles the holds of sponsored ops
     deposits: dict[int, DepositStatus] = field(default_factory=dict)  # latest, by chain
+    notary: Notary | None = None  # notarization intake; anchoring runs in the worker
     _platform: Platform | None = None
 
     @property
