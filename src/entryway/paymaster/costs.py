@@ -4,6 +4,11 @@ At signing the most the op can cost is held: every gas limit it carries (preVeri
 verification, call, and the paymaster's two) times its maxFeePerGas. The receipt's actual
 gas cost settles it; an op that never lands is released.
 
+An op that deploys an Entryway smart wallet, changes its guardians or takes a recovery step
+also pays those operations' service fees (`domain.wallet_ops`), as components of the same
+quote: the wallet charges depend on the op alone, so the hold and the settlement carry the
+same ones and differ only in gas.
+
 The hold's idempotency key is `sponsor:{chainId}:{hash}`, where the hash is the op's
 EIP-712 struct hash with its paymaster fields left out. The final userOpHash covers the
 paymasterAndData being signed (and so the validity window, which moves with the clock); the
@@ -18,6 +23,7 @@ from datetime import datetime
 
 from entryway.domain.pricebook import PriceBook, Quote
 from entryway.domain.userop import UserOperation, user_op_struct_hash
+from entryway.domain.wallet_ops import classify, with_wallet_charges
 from entryway.paymaster.calls import call_count, decode_calls
 from entryway.paymaster.ports import SponsorshipLedger, UsageRecord
 
@@ -51,12 +57,13 @@ def sponsorship_key(chain_id: int, op: UserOperation) -> str:
 def sponsorship_quote(
     prices: PriceBook, chain_id: int, op: UserOperation, gas_cost_wei: int
 ) -> Quote:
-    return prices.sponsored_user_operation(
+    base = prices.sponsored_user_operation(
         chain_id,
         calls=call_count(decode_calls(op.call_data)),
         calldata_bytes=len(op.call_data),
         gas_cost_wei=gas_cost_wei,
     )
+    return with_wallet_charges(base, prices, chain_id, classify(op))
 
 
 def estimated_quote(prices: PriceBook, chain_id: int, op: UserOperation) -> Quote:

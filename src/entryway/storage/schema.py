@@ -331,3 +331,52 @@ notary_documents = Table(
     Column("content", LargeBinary, nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False),
 )
+
+# --- Smart-wallet recoveries (entryway.storage.recoveries) ---
+
+# A recovery the service runs for a project: the guardians' approvals are collected here, then
+# it submits startRecovery and, after the account's delay, finalizeRecovery; each step keeps
+# its task, the op it submitted (JSON) and the transaction that mined it.
+wallet_recoveries = Table(
+    "wallet_recoveries",
+    metadata,
+    Column("recovery_id", String(36), primary_key=True),
+    Column("project_id", String(36), ForeignKey("projects.project_id"), nullable=False),
+    Column("key_id", String(8), nullable=True),
+    Column("chain_id", BigInteger, nullable=False),
+    Column("account", String(42), nullable=False),
+    Column("new_owner", String(42), nullable=False),
+    Column("recovery_nonce", BigInteger, nullable=False),  # the approvals bind to it
+    Column("threshold", BigInteger, nullable=False),
+    Column("guardians", Text, nullable=False),  # comma-separated, when it was opened
+    # collecting, starting, started, finalized, cancelled, failed
+    Column("state", String(12), nullable=False),
+    Column("start_task_id", String(36), nullable=True),
+    Column("start_user_op_hash", String(66), nullable=True),
+    Column("start_submission", Text, nullable=True),
+    Column("start_tx_hash", String(66), nullable=True),
+    Column("finalize_task_id", String(36), nullable=True),
+    Column("finalize_user_op_hash", String(66), nullable=True),
+    Column("finalize_submission", Text, nullable=True),
+    Column("finalize_tx_hash", String(66), nullable=True),
+    Column("execute_after", BigInteger, nullable=True),  # chain time, Unix seconds
+    Column("failure_reason", Text, nullable=True),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+    Index("ix_wallet_recoveries_project_id", "project_id", "chain_id", "account"),
+)
+
+# A guardian's EIP-712 approval of a recovery (65-byte signature, 0x-hex), one per guardian.
+wallet_recovery_approvals = Table(
+    "wallet_recovery_approvals",
+    metadata,
+    Column(
+        "recovery_id",
+        String(36),
+        ForeignKey("wallet_recoveries.recovery_id"),
+        primary_key=True,
+    ),
+    Column("guardian", String(42), primary_key=True),
+    Column("signature", String(132), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+)
