@@ -21,12 +21,13 @@ from entryway.domain.billing import low_balance_threshold
 from entryway.domain.plans import plan
 from entryway.domain.pricebook import PriceBook, Quote
 from entryway.storage.billing import Billing
-from entryway.storage.ledger import UsageContext, UsageRecord
+from entryway.storage.ledger import Charge, UsageContext, UsageRecord
 from entryway.storage.store import Caller, Store
 from entryway.storage.usage import RequestCountKey, UsageQueries
 
 FLUSH_SECONDS = 1.0
 ALERT_CHECK_SECONDS = 1.0  # a project's alert conditions are looked at this often at most
+GROUP_COMMIT_MAX = 200  # charges written in one transaction at most
 AlertHook = Callable[[str, str, dict[str, object]], Awaitable[None]]  # project, kind, data
 
 
@@ -51,6 +52,8 @@ class Meter:
         self._counts: dict[RequestCountKey, int] = defaultdict(int)
         self._next_alert_check: dict[str, float] = {}
         self._alerts_due: set[str] = set()
+        self._waiting: list[tuple[Charge, asyncio.Future[UsageRecord]]] = []
+        self._committer: asyncio.Task[None] | None = None
         self._task: asyncio.Task[None] | None = None
 
     # ---------------------------------------------------------------- reads
@@ -112,17 +115,22 @@ class Meter:
         chain_id: int | None = None,
         subject: str | None = None,
     ) -> UsageRecord:
-        """Charge a priced operation once per idempotency key (scoped to the project)."""
+        """Charge a priced operation once per idempotency key (scoped to the project).
+
+        Group commit: charges arriving while one is being written wait for it and are then
+        written together in one transaction, so concurrent requests share the commit's cost
+        and none waits longer than one commit for its turn."""
         ctx = UsageContext(who.key_id, endpoint, chain_id, subject)
-        record = await self.store.ledger.record_usage(
+        charge = Charge(
             who.project_id,
             idempotency_key,
             quote.operation.value,
             quote.credits,
             self.clock(),
             ctx,
-            quote=quote,
+            quote,
         )
+        record = await self._group_commit(charge)
         if not record.duplicate:
             now = time.monotonic()
             if self._next_alert_check.get(who.project_id, 0.0) <= now:
@@ -132,6 +140,29 @@ class Meter:
             else:
                 self._alerts_due.add(who.project_id)  # looked at by the next flush
         return record
+
+    async def _group_commit(self, charge: Charge) -> UsageRecord:
+        done: asyncio.Future[UsageRecord] = asyncio.get_running_loop().create_future()
+        self._waiting.append((charge, done))
+        if self._committer is None or self._committer.done():
+            # Its own task: a caller that goes away does not stop the others' commit.
+            self._committer = asyncio.create_task(self._commit_waiting())
+        return await done
+
+    async def _commit_waiting(self) -> None:
+        while self._waiting:
+            batch = self._waiting[:GROUP_COMMIT_MAX]
+            del self._waiting[:GROUP_COMMIT_MAX]
+            try:
+                records = await self.store.ledger.record_many([c for c, _ in batch])
+            except Exception as exc:
+                for _, waiter in batch:
+                    if not waiter.done():
+                        waiter.set_exception(exc)
+            else:
+                for (_, waiter), record in zip(batch, records, strict=True):
+                    if not waiter.done():
+                        waiter.set_result(record)
 
     async def check_due_alerts(self) -> None:
         """The alert checks that charges in quick succession put off."""

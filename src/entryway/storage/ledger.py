@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -48,6 +48,20 @@ class UsageContext:
     chain_id: int | None = None
     subject: str | None = None  # a sender or wallet address
     policy_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Charge:
+    """One charge to make: `record_usage`'s arguments, for `record_many`."""
+
+    project_id: str
+    idempotency_key: str
+    operation: str
+    credits: int
+    at: datetime
+    context: UsageContext | None = None
+    quote: Quote | None = None
+    status: UsageStatus = UsageStatus.SETTLED
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,43 +184,68 @@ class Ledger:
         status: UsageStatus = UsageStatus.SETTLED,
     ) -> UsageRecord:
         """Charge `credits` FIFO from the project's lots, once per idempotency key."""
+        charge = Charge(project_id, idempotency_key, operation, credits, at, context, quote, status)
+        return await self._unit(lambda db: self._charge(db, charge))
 
+    async def record_many(self, charges: Sequence[Charge]) -> list[UsageRecord]:
+        """Several charges in one transaction (group commit): each as `record_usage` would
+        make it, all committed together. Projects are locked in one order, so two processes
+        doing this never deadlock. If the batch fails (say, a twin charge committed by
+        another process first), it rolls back whole and each charge is made on its own."""
+        order = sorted(range(len(charges)), key=lambda i: charges[i].project_id)
+
+        async def work(db: AsyncConnection) -> list[UsageRecord]:
+            done: dict[int, UsageRecord] = {}
+            for i in order:
+                done[i] = await self._charge(db, charges[i])
+            return [done[i] for i in range(len(charges))]
+
+        try:
+            async with self.engine.begin() as db:
+                return await work(db)
+        except (IntegrityError, OperationalError):
+            return [await self._one(c) for c in charges]
+
+    async def _one(self, charge: Charge) -> UsageRecord:
         async def work(db: AsyncConnection) -> UsageRecord:
-            existing = await self._event(db, project_id, idempotency_key)
-            if existing is not None:
-                return UsageRecord(
-                    existing.event_id,
-                    existing.credits,
-                    existing.overage,
-                    True,
-                    UsageStatus(existing.status),
-                )
-            await self._lock_project(db, project_id)
-            event_id = str(uuid.uuid4())
-            ctx = context or UsageContext()
-            await db.execute(
-                insert(usage_events).values(
-                    event_id=event_id,
-                    project_id=project_id,
-                    idempotency_key=idempotency_key,
-                    operation=operation,
-                    credits=credits,
-                    overage=0,
-                    created_at=at,
-                    key_id=ctx.key_id,
-                    endpoint=ctx.endpoint,
-                    chain_id=ctx.chain_id,
-                    subject=ctx.subject,
-                    policy_id=ctx.policy_id,
-                    status=status.value,
-                    breakdown=_breakdown(quote),
-                    settled_at=at if status is UsageStatus.SETTLED else None,
-                )
-            )
-            overage = await self._draw(db, project_id, event_id, credits, at, fresh=True)
-            return UsageRecord(event_id, credits, overage, False, status)
+            return await self._charge(db, charge)
 
         return await self._unit(work)
+
+    async def _charge(self, db: AsyncConnection, c: Charge) -> UsageRecord:
+        existing = await self._event(db, c.project_id, c.idempotency_key)
+        if existing is not None:
+            return UsageRecord(
+                existing.event_id,
+                existing.credits,
+                existing.overage,
+                True,
+                UsageStatus(existing.status),
+            )
+        await self._lock_project(db, c.project_id)
+        event_id = str(uuid.uuid4())
+        ctx = c.context or UsageContext()
+        await db.execute(
+            insert(usage_events).values(
+                event_id=event_id,
+                project_id=c.project_id,
+                idempotency_key=c.idempotency_key,
+                operation=c.operation,
+                credits=c.credits,
+                overage=0,
+                created_at=c.at,
+                key_id=ctx.key_id,
+                endpoint=ctx.endpoint,
+                chain_id=ctx.chain_id,
+                subject=ctx.subject,
+                policy_id=ctx.policy_id,
+                status=c.status.value,
+                breakdown=_breakdown(c.quote),
+                settled_at=c.at if c.status is UsageStatus.SETTLED else None,
+            )
+        )
+        overage = await self._draw(db, c.project_id, event_id, c.credits, c.at, fresh=True)
+        return UsageRecord(event_id, c.credits, overage, False, c.status)
 
     async def hold(
         self,

@@ -188,3 +188,44 @@ async def test_usage_breaks_down_by_every_grouping(engine: AsyncEngine) -> None:
     exported = [e async for e in usage.events(pid, since, until)]
     assert [e.idempotency_key for e in exported] == ["a", "c", "b"]
     assert exported[1].status == "released" and exported[1].credits == 0
+
+
+async def test_group_commits_charge_each_key_once_across_projects(engine: AsyncEngine) -> None:
+    from entryway.domain.plans import PlanName as Plan
+    from entryway.service.metering import Meter
+    from entryway.storage.ledger import Charge
+
+    store = Store(engine)
+    a = await project(store, grant=10_000)
+    b = await project(store, grant=10_000)
+    # In one batch: a duplicate key within the batch, two projects interleaved.
+    batch = [
+        Charge(a, "x", "notarization", 100, NOW),
+        Charge(b, "x", "notarization", 200, NOW),
+        Charge(a, "x", "notarization", 100, NOW),
+        Charge(a, "y", "notarization", 300, NOW),
+    ]
+    records = await store.ledger.record_many(batch)
+    assert [r.duplicate for r in records] == [False, False, True, False]
+    assert records[0].event_id == records[2].event_id
+    # A batch holding a key committed before: still once.
+    again = await store.ledger.record_many([Charge(a, "y", "notarization", 300, NOW)])
+    assert again[0].duplicate
+    assert (await store.credit_account(a)).balance(NOW) == 10_000 - 400
+    assert (await store.credit_account(b)).balance(NOW) == 10_000 - 200
+
+    # Through the meter, 60 concurrent charges (20 of them retries) share commits.
+    from entryway.domain.apikeys import KeyEnvironment
+    from entryway.domain.pricebook import default_price_book
+    from entryway.storage.billing import Billing
+    from entryway.storage.store import Caller
+
+    meter = Meter(store, Billing(engine), default_price_book(), clock=lambda: NOW)
+    who = Caller("k", a, KeyEnvironment.TEST, frozenset(), frozenset(), True, Plan.STARTER)
+    quote = Quote.of(OperationType.NOTARIZATION, service=10)
+    keys = [f"m-{i % 40}" for i in range(60)]
+    results = await asyncio.gather(
+        *(meter.charge(who, quote, key, endpoint="test") for key in keys)
+    )
+    assert sum(not r.duplicate for r in results) == 40
+    assert (await store.credit_account(a)).balance(NOW) == 10_000 - 400 - 400
