@@ -26,6 +26,7 @@ from entryway.service.routes_notary import notary_routes
 from entryway.service.routes_platform import platform_routes
 from entryway.service.routes_policies import policy_routes
 from entryway.service.routes_tasks import task_routes
+from entryway.service.routes_wallets import wallet_routes
 from entryway.service.routes_webhooks import webhook_routes
 from entryway.service.services import Services
 
@@ -95,4 +96,5 @@ def create_app(
     app.include_router(task_routes())
     app.include_router(webhook_routes())
     app.include_router(notary_routes())
+    app.include_router(wallet_routes())
     return app

@@ -41,6 +41,7 @@ from entryway.storage.notary import NotaryStore
 from entryway.storage.policies import PolicyStore, SqlSponsorshipUsage
 from entryway.storage.store import Store
 from entryway.storage.webhooks import WebhookStore
+from entryway.wallets.tasks import wallet_task_handlers
 from entryway.worker import Handler, running_worker
 
 log = logging.getLogger(__name__)
@@ -99,7 +100,10 @@ async def run_embedded(
         events = WebhookStore(engine)
         platform.meter.on_alert = _alert_events(events)
         await _start_paymaster(stack, services, store, devnet, events, settings.deposit_alert_wei)
-        handlers = _start_notary(services, devnet, engine, events)
+        handlers = {
+            **_start_notary(services, devnet, engine, events),
+            **wallet_task_handlers(services),
+        }
         await stack.enter_async_context(
             running_worker(engine, usage=store, price_book=services.prices, handlers=handlers)
         )
