@@ -114,13 +114,14 @@ class Meter:
         endpoint: str,
         chain_id: int | None = None,
         subject: str | None = None,
+        reference: str | None = None,
     ) -> UsageRecord:
         """Charge a priced operation once per idempotency key (scoped to the project).
 
         Group commit: charges arriving while one is being written wait for it and are then
         written together in one transaction, so concurrent requests share the commit's cost
         and none waits longer than one commit for its turn."""
-        ctx = UsageContext(who.key_id, endpoint, chain_id, subject)
+        ctx = UsageContext(who.key_id, endpoint, chain_id, subject, reference=reference)
         charge = Charge(
             who.project_id,
             idempotency_key,

@@ -14,6 +14,7 @@ from entryway.bundler.errors import BundlerError
 from entryway.bundler.rpc_types import parse_user_operation
 from entryway.domain.evm import checksum
 from entryway.domain.networks import NETWORKS
+from entryway.paymaster.costs import sponsorship_key
 from entryway.paymaster.erc7677 import PaymasterCaller, PaymasterRpc
 from entryway.paymaster.settlement import SponsoredOp
 from entryway.service.auth import CurrentCaller
@@ -111,8 +112,17 @@ def chain_routes(prefixes: tuple[str, ...]) -> APIRouter:
                     f"no UserOperation {user_op_hash} sent by this project on chain {chain_id}",
                 )  # fmt: skip
             status = await chain.rpc.op_status([user_op_hash])
+            credits, final = await services.store.ledger.credits_for(
+                who.project_id, user_op_hash.lower()
+            )
             services.platform.meter.count_read(who, "op-status", chain_id)
-            return OpStatusOut(chain_id=chain_id, user_op_hash=user_op_hash.lower(), **status)
+            return OpStatusOut(
+                chain_id=chain_id,
+                user_op_hash=user_op_hash.lower(),
+                credits=credits,
+                credits_final=final,
+                **status,
+            )
 
     @router.post("/rpc/{chain_id}", operation_id="jsonRpc", tags=["rpc"])
     async def json_rpc(who: CurrentCaller, chain_id: int, request: Request) -> Response:
@@ -165,7 +175,11 @@ async def _one(
             endpoint="rpc:eth_sendUserOperation",
             chain_id=chain.chain_id,
             subject=op.sender,
+            reference=op_hash.lower(),
         )
+        if sponsored:
+            key = sponsorship_key(chain.chain_id, op)
+            await services.store.ledger.link(who.project_id, key, op_hash.lower())
         if sponsored and services.settler is not None:
             valid_until = int.from_bytes(op.paymaster_data[:6], "big") or 2**48 - 1
             services.settler.follow(

@@ -86,6 +86,8 @@ class OpStatusOut(Wire):
     chain_id: int
     user_op_hash: str
     status: str
+    credits: int  # charged for this op so far: its relay and, if sponsored, its sponsorship
+    credits_final: bool  # False while the sponsorship is still held, awaiting the receipt
 
 
 class ProjectOut(Wire):

@@ -48,6 +48,7 @@ class UsageContext:
     chain_id: int | None = None
     subject: str | None = None  # a sender or wallet address
     policy_id: str | None = None
+    reference: str | None = None  # what a client may ask the credits of (a userOpHash)
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,6 +240,7 @@ class Ledger:
                 chain_id=ctx.chain_id,
                 subject=ctx.subject,
                 policy_id=ctx.policy_id,
+                reference=ctx.reference,
                 status=c.status.value,
                 breakdown=_breakdown(c.quote),
                 settled_at=c.at if c.status is UsageStatus.SETTLED else None,
@@ -316,6 +318,34 @@ class Ledger:
             return UsageRecord(event.event_id, target, int(overage or 0), False, status)
 
         return await self._unit(work)
+
+    async def link(self, project_id: str, idempotency_key: str, reference: str) -> bool:
+        """Attach a reference to an existing event (a sponsorship hold, once its op is sent)."""
+        async with self.engine.begin() as db:
+            done = await db.execute(
+                update(usage_events)
+                .where(
+                    usage_events.c.project_id == project_id,
+                    usage_events.c.idempotency_key == idempotency_key,
+                )
+                .values(reference=reference)
+            )
+        return bool(done.rowcount)
+
+    async def credits_for(self, project_id: str, reference: str) -> tuple[int, bool]:
+        """The credits charged under a reference, and whether all of it is final (no hold
+        still waiting for its receipt)."""
+        async with self.engine.connect() as db:
+            rows = (
+                await db.execute(
+                    select(usage_events.c.credits, usage_events.c.status).where(
+                        usage_events.c.project_id == project_id,
+                        usage_events.c.reference == reference,
+                    )
+                )
+            ).all()
+        final = all(r.status != UsageStatus.HELD for r in rows)
+        return sum(int(r.credits) for r in rows), final
 
     async def owns(self, project_id: str, idempotency_key: str) -> bool:
         """Whether the project has a usage event under this key (e.g. an op it sent)."""

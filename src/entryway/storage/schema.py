@@ -99,8 +99,12 @@ usage_events = Table(
     Column("status", String(10), nullable=False, server_default="settled"),
     Column("breakdown", Text, nullable=True),  # the quote's components, JSON
     Column("settled_at", DateTime(timezone=True), nullable=True),
+    # What the charge was for, when a client may ask: a userOpHash (its relay and its
+    # sponsorship carry the same one).
+    Column("reference", String(66), nullable=True),
     UniqueConstraint("project_id", "idempotency_key", name="uq_usage_events_idempotency"),
     Index("ix_usage_events_project_id", "project_id", "created_at"),
+    Index("ix_usage_events_reference", "project_id", "reference"),
 )
 
 # Which lots paid for which event: a hold's release or settlement gives credit back to them.

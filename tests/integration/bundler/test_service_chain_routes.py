@@ -233,6 +233,9 @@ async def test_sponsorship_through_the_service_holds_then_settles_on_the_receipt
     r = await client.post(url, headers=auth, json=send)
     op_hash = r.json()["result"]
     assert services.settler is not None and op_hash in services.settler.following
+    status = {"chainId": CHAIN, "userOpHash": op_hash}
+    r = await client.get("/op-status", params=status, headers=auth)
+    assert (r.json()["credits"], r.json()["creditsFinal"]) == (held, False)
     await bundler_rpc.dispatch(rpc("debug_bundler_sendBundleNow"))
     await services.settler.run_once()
     assert op_hash not in services.settler.following
@@ -249,6 +252,9 @@ async def test_sponsorship_through_the_service_holds_then_settles_on_the_receipt
     # Exactly the settled sponsorship left the balance (FREE grant: 1M credits), less than held.
     assert (await balance(pid)).balance(datetime.now(UTC)) == 1_000_000 - sponsorship.credits
     assert sponsorship.credits < held
+    r = await client.get("/op-status", params=status, headers=auth)
+    assert r.json()["status"] == "included"
+    assert (r.json()["credits"], r.json()["creditsFinal"]) == (sponsorship.credits, True)
     receipt = await bundler_rpc.get_user_operation_receipt([op_hash])
     assert receipt is not None and receipt["success"] is True
 
