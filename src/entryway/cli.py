@@ -94,6 +94,9 @@ def up(
         map(str, DEFAULT_DEVNET_CHAINS)
     ),
     base_port: Annotated[int, typer.Option(help="First devnet RPC port; 0: any.")] = 8545,
+    worker: Annotated[
+        bool, typer.Option(help="Run durable tasks in this process (else: `entryway worker`).")
+    ] = True,
 ) -> None:
     """Run the embedded default: devnets with every contract, the API and a bundler per chain.
 
@@ -122,6 +125,7 @@ def up(
         rate_limits=os.environ.get("ENTRYWAY_RATE_LIMITS", ""),
         admin_token=os.environ.get("ENTRYWAY_ADMIN_TOKEN"),
         deposit_alert_wei=int(os.environ.get("ENTRYWAY_PAYMASTER_DEPOSIT_ALERT_WEI", 10**17)),
+        worker=worker,
     )
     services = Services()
 
@@ -282,8 +286,10 @@ def verify(
 def worker(ctx: typer.Context) -> None:
     """Run durable tasks (webhook deliveries, ...) as their own process.
 
-    Options: --database-url (default $ENTRYWAY_DATABASE_URL), --concurrency, --lease-seconds,
-    --poll-interval, --shutdown-grace, --delivery-timeout. `entryway up` runs one in-process.
+    Options: --database-url (default $ENTRYWAY_DATABASE_URL), --data-dir (an `entryway up`
+    data directory: its database, chains and notary key, so notary batches are anchored too),
+    --notary-key-file, --concurrency, --lease-seconds, --poll-interval, --shutdown-grace,
+    --delivery-timeout. `entryway up` runs one in-process unless --no-worker.
     """
     from entryway.worker.main import main as worker_main
 

@@ -18,10 +18,10 @@ from entryway.devnet.anvil import free_port
 ENTRYWAY = str(Path(sys.executable).with_name("entryway"))
 
 
-async def start(data_dir: Path, port: int) -> asyncio.subprocess.Process:
+async def start(data_dir: Path, port: int, *extra: str) -> asyncio.subprocess.Process:
     proc = await asyncio.create_subprocess_exec(
         ENTRYWAY, "up", "--data-dir", str(data_dir), "--port", str(port), "--base-port", "0",
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+        *extra, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
     )  # fmt: skip
     async with httpx.AsyncClient() as http:
         for _ in range(600):

@@ -57,6 +57,7 @@ class EmbeddedSettings:
     rate_limits: str = ""  # e.g. "FREE=10/second" over the defaults
     admin_token: str | None = None  # None: read or make <data-dir>/admin-token
     deposit_alert_wei: int = 10**17  # paymaster deposit under which operators are alerted
+    worker: bool = True  # False: durable tasks wait for `entryway worker` processes
 
 
 @asynccontextmanager
@@ -104,9 +105,10 @@ async def run_embedded(
             **_start_notary(services, devnet, engine, events),
             **wallet_task_handlers(services),
         }
-        await stack.enter_async_context(
-            running_worker(engine, usage=store, price_book=services.prices, handlers=handlers)
-        )
+        if settings.worker:
+            await stack.enter_async_context(
+                running_worker(engine, usage=store, price_book=services.prices, handlers=handlers)
+            )
         assert services.notary is not None
         await stack.enter_async_context(
             running_batcher(services.notary.store, services.chains, services.notary.settings)

@@ -17,16 +17,18 @@ import signal
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import httpx
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from entryway.domain.pricebook import PriceBook, default_price_book
-from entryway.storage.engine import make_engine
+from entryway.storage.engine import make_engine, sqlite_url
 from entryway.storage.store import Store
 from entryway.storage.tasks import Clock, TaskQueue, utc_now
 from entryway.storage.webhook_log import DeliveryLog
 from entryway.storage.webhooks import DELIVERY_TASK, WebhookStore
+from entryway.worker.chains import notary_handlers_from
 from entryway.worker.delivery import (
     DeliverySettings,
     EndpointAlerts,
@@ -115,11 +117,28 @@ async def run_worker(
     stop: asyncio.Event | None = None,
     price_book: PriceBook | None = None,
     alerts: EndpointAlerts | None = None,
+    data_dir: Path | None = None,
+    notary_key_file: Path | None = None,
 ) -> None:
-    """Run a worker against `database_url` until `stop` is set (or forever)."""
+    """Run a worker against `database_url` until `stop` is set (or forever). With `data_dir`
+    (an `entryway up` data directory) it also anchors notary batches."""
     engine = make_engine(database_url)
     try:
-        async with running_worker(engine, settings=settings, price_book=price_book, alerts=alerts):
+        async with contextlib.AsyncExitStack() as stack:
+            handlers: dict[str, Handler] = {}
+            if data_dir is not None:
+                handlers = await stack.enter_async_context(
+                    notary_handlers_from(engine, data_dir, notary_key_file)
+                )
+            await stack.enter_async_context(
+                running_worker(
+                    engine,
+                    settings=settings,
+                    price_book=price_book,
+                    alerts=alerts,
+                    handlers=handlers,
+                )
+            )
             await (stop or asyncio.Event()).wait()
     finally:
         await engine.dispose()
@@ -132,8 +151,17 @@ def _arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--database-url",
         default=os.environ.get("ENTRYWAY_DATABASE_URL"),
-        help="SQLAlchemy URL of the service's database (default: $ENTRYWAY_DATABASE_URL)",
+        help="SQLAlchemy URL of the service's database (default: $ENTRYWAY_DATABASE_URL, "
+        "else the SQLite file in --data-dir)",
     )
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=None,
+        help="an `entryway up` data directory: its chains and notary key let this worker "
+        "anchor notary batches too",
+    )
+    parser.add_argument("--notary-key-file", type=Path, default=None)
     defaults = WorkerSettings()
     parser.add_argument("--concurrency", type=int, default=defaults.concurrency)
     parser.add_argument("--lease-seconds", type=float, default=defaults.lease_seconds)
@@ -141,8 +169,10 @@ def _arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--shutdown-grace", type=float, default=defaults.shutdown_grace)
     parser.add_argument("--delivery-timeout", type=float, default=defaults.delivery.timeout)
     args = parser.parse_args(argv)
+    if not args.database_url and args.data_dir is not None:
+        args.database_url = sqlite_url(args.data_dir)
     if not args.database_url:
-        parser.error("give --database-url or set ENTRYWAY_DATABASE_URL")
+        parser.error("give --database-url (or --data-dir) or set ENTRYWAY_DATABASE_URL")
     return args
 
 
@@ -156,12 +186,18 @@ def settings_from(args: argparse.Namespace) -> WorkerSettings:
     )
 
 
-async def _until_signalled(database_url: str, settings: WorkerSettings) -> None:
+async def _until_signalled(args: argparse.Namespace) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    await run_worker(database_url, settings=settings, stop=stop)
+    await run_worker(
+        args.database_url,
+        settings=settings_from(args),
+        stop=stop,
+        data_dir=args.data_dir,
+        notary_key_file=args.notary_key_file,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -169,4 +205,4 @@ def main(argv: Sequence[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(_until_signalled(args.database_url, settings_from(args)))
+        asyncio.run(_until_signalled(args))
