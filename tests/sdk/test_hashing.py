@@ -172,3 +172,10 @@ def test_the_shipped_abis_are_the_compiled_artifacts() -> None:
     assert all(entry in entry_point for entry in shipped("EntryPoint"))
     for fn in ("startRecovery", "executeBatch", "recoveryDigest"):
         assert abi.load("SmartAccount").selector(fn) == ACCOUNT.selector(fn)
+
+
+def test_the_notary_abi_fragment_is_the_contracts() -> None:
+    notary = contracts.load("NotaryAnchor").abi
+    assert all(entry in contracts.load("NotaryAnchor").raw_abi for entry in shipped("NotaryAnchor"))
+    assert abi.load("NotaryAnchor").selector("anchorOf") == notary.selector("anchorOf")
+    assert abi.load("NotaryAnchor").event_topic("Anchored") == notary.event_topic("Anchored")

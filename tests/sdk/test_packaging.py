@@ -33,5 +33,6 @@ def test_importing_the_sdk_loads_nothing_of_the_service() -> None:
     assert {p.name for p in (package / "abi").iterdir()} == {
         "AccountFactory.json",
         "EntryPoint.json",
+        "NotaryAnchor.json",
         "SmartAccount.json",
     }

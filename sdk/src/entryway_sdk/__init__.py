@@ -5,8 +5,13 @@ recovery, credits and webhooks, against an Entryway service.
     wallet = await client.wallet(owner)            # an eth-account LocalAccount, or a Signer
     op = await wallet.send([{"to": a, "data": d}, {"to": b, "value": 1}])
     receipt = await op.wait()
+
+    n = await client.notarize_document(data, mode="direct")
+    proof = await n.wait_for_proof()               # the entryway-proof/1 document
+    result = await client.verify_proof(proof, data)  # offline and on chain
 """
 
+from entryway_sdk.anchor_verification import verify_proof_on_chain
 from entryway_sdk.calls import Call
 from entryway_sdk.client import DEFAULT_BASE_URL, Entryway
 from entryway_sdk.errors import (
@@ -18,11 +23,15 @@ from entryway_sdk.errors import (
     JsonRpcError,
     NetworkConnectionError,
     NetworkMismatchError,
+    NotarizationFailedError,
+    NotarizationTimeoutError,
     NotFoundError,
     PlanNetworkNotAllowedError,
+    ProofFormatError,
     RateLimitedError,
     SignerRequiredError,
     SponsorshipRefusedError,
+    UnsupportedProofError,
     UserOperationDroppedError,
     UserOperationRejectedError,
     UserOperationTimeoutError,
@@ -40,7 +49,22 @@ from entryway_sdk.models import (
     TaskStatus,
     UserOperationReceipt,
 )
+from entryway_sdk.notarization import (
+    Anchor,
+    BulkNotarization,
+    Notarization,
+    NotarizationItem,
+    NotarizationStatus,
+)
 from entryway_sdk.operations import PendingUserOperation, SendOptions
+from entryway_sdk.proof import (
+    PROOF_VERSION,
+    Proof,
+    ProofFailure,
+    VerificationResult,
+    document_hash,
+    verify_proof,
+)
 from entryway_sdk.recovery import RecoveryApproval, sign_recovery_approval
 from entryway_sdk.signer import Signer
 from entryway_sdk.sync import EntrywaySync
@@ -54,8 +78,11 @@ __version__ = "0.1.0"
 __all__ = [
     "DEFAULT_BASE_URL",
     "ENTRY_POINT_V08",
+    "PROOF_VERSION",
     "AccountInfo",
+    "Anchor",
     "ApiError",
+    "BulkNotarization",
     "Call",
     "ChainNotRecognisedError",
     "Check",
@@ -70,10 +97,18 @@ __all__ = [
     "NetworkConnectionError",
     "NetworkMismatchError",
     "NotFoundError",
+    "Notarization",
+    "NotarizationFailedError",
+    "NotarizationItem",
+    "NotarizationStatus",
+    "NotarizationTimeoutError",
     "OpStatus",
     "PendingRecovery",
     "PendingUserOperation",
     "PlanNetworkNotAllowedError",
+    "Proof",
+    "ProofFailure",
+    "ProofFormatError",
     "RateLimitedError",
     "RecoveryApproval",
     "RetryPolicy",
@@ -84,14 +119,19 @@ __all__ = [
     "SmartWallet",
     "SponsorshipRefusedError",
     "TaskStatus",
+    "UnsupportedProofError",
     "UserOperation",
     "UserOperationDroppedError",
     "UserOperationReceipt",
     "UserOperationRejectedError",
     "UserOperationTimeoutError",
     "ValidationError",
+    "VerificationResult",
     "WebhookVerificationError",
+    "document_hash",
     "sign_recovery_approval",
     "user_op_hash",
+    "verify_proof",
+    "verify_proof_on_chain",
     "verify_webhook",
 ]

@@ -32,6 +32,7 @@ class ContractAbi:
         self.name = name
         self._functions = {e["name"]: e for e in entries if e.get("type") == "function"}
         self._errors = [e for e in entries if e.get("type") == "error"]
+        self._events = {e["name"]: e for e in entries if e.get("type") == "event"}
 
     def _function(self, fn: str) -> dict[str, Any]:
         try:
@@ -57,6 +58,23 @@ class ContractAbi:
     def decode_output(self, fn: str, data: bytes) -> tuple[Any, ...]:
         return tuple(decode(self.output_types(fn), data))
 
+    def _event(self, name: str) -> dict[str, Any]:
+        try:
+            return self._events[name]
+        except KeyError:
+            raise ValueError(f"{self.name} has no event {name}") from None
+
+    def event_topic(self, name: str) -> bytes:
+        """topic0 of event `name`: the keccak of its signature."""
+        types = ",".join(_type_of(p) for p in self._event(name)["inputs"])
+        return keccak(f"{name}({types})".encode())
+
+    def decode_event_data(self, name: str, data: bytes) -> dict[str, Any]:
+        """The non-indexed arguments of event `name` from a log's data, by name."""
+        params = [p for p in self._event(name)["inputs"] if not p.get("indexed")]
+        values = decode([_type_of(p) for p in params], data)
+        return {str(p["name"]): v for p, v in zip(params, values, strict=True)}
+
     def decode_error(self, data: bytes) -> tuple[str, tuple[Any, ...]] | None:
         """A custom error of this contract (or Solidity's `Error(string)`) from revert data:
         its name and arguments; None if it is none of them."""
@@ -72,6 +90,7 @@ class ContractAbi:
 
 @cache
 def load(name: str) -> ContractAbi:
-    """`SmartAccount`, `AccountFactory` or `EntryPoint` (the functions the SDK uses)."""
+    """`SmartAccount`, `AccountFactory`, `EntryPoint` or `NotaryAnchor` (the functions and
+    events the SDK uses)."""
     text = resources.files("entryway_sdk").joinpath("abi", f"{name}.json").read_text()
     return ContractAbi(name, json.loads(text))

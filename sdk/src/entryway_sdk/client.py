@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -9,6 +10,7 @@ import httpx
 
 from entryway_sdk import abi
 from entryway_sdk._hex import checksum
+from entryway_sdk.anchor_verification import verify_with_node
 from entryway_sdk.errors import NetworkMismatchError
 from entryway_sdk.models import (
     AccountInfo,
@@ -19,7 +21,16 @@ from entryway_sdk.models import (
     TaskStatus,
     UserOperationReceipt,
 )
+from entryway_sdk.notarization import (
+    BulkNotarization,
+    HashLike,
+    Notarization,
+    NotarizationItemLike,
+    NotarizationMode,
+    Notary,
+)
 from entryway_sdk.operations import ChainSession, PendingUserOperation, Speed
+from entryway_sdk.proof import ProofLike, VerificationResult, verify_proof
 from entryway_sdk.signer import SignerLike, as_signer
 from entryway_sdk.transport import NodeRpc, RetryPolicy, ServiceApi
 from entryway_sdk.wallet import SmartWallet
@@ -155,6 +166,90 @@ class Entryway:
         """A deployed account by its address, with its owner if known (a recovery needs no
         owner: the guardians' approvals authorise it)."""
         return SmartWallet(self._chain, address, None if owner is None else as_signer(owner))
+
+    # ---------------------------------------------------------------- notarization
+
+    @property
+    def _notary(self) -> Notary:
+        return Notary(self.api, self.chain_id)
+
+    async def notarize_document(
+        self,
+        data: bytes,
+        *,
+        label: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        mode: NotarizationMode = "batched",
+        store: bool = False,
+        filename: str | None = None,
+        content_type: str = "application/octet-stream",
+        idempotency_key: str | None = None,
+    ) -> Notarization:
+        """Notarize a document on this chain (uploaded; the service keeps its SHA-256 and
+        metadata, and the document itself only if `store`). `mode="direct"` anchors it at once
+        in a tree of its own instead of waiting for the next batch."""
+        return await self._notary.document(
+            data,
+            label=label,
+            metadata=metadata,
+            mode=mode,
+            store=store,
+            filename=filename,
+            content_type=content_type,
+            idempotency_key=idempotency_key,
+        )
+
+    async def notarize_hash(
+        self,
+        document_hash: HashLike,
+        *,
+        label: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        mode: NotarizationMode = "batched",
+        idempotency_key: str | None = None,
+    ) -> Notarization:
+        """Notarize a document by its SHA-256 (32 bytes, or 64 hex digits with or without
+        `0x`): the document never leaves the caller."""
+        return await self._notary.hash(
+            document_hash,
+            label=label,
+            metadata=metadata,
+            mode=mode,
+            idempotency_key=idempotency_key,
+        )
+
+    async def notarize_hashes(
+        self,
+        items: Sequence[NotarizationItemLike],
+        *,
+        mode: NotarizationMode = "batched",
+        idempotency_key: str | None = None,
+    ) -> BulkNotarization:
+        """Notarize many hashes in one request (up to the service's limit, 1,000): each a
+        hash, or a `NotarizationItem` / dict with its own label and metadata. A direct bulk
+        request is one tree of its items."""
+        return await self._notary.hashes(items, mode=mode, idempotency_key=idempotency_key)
+
+    async def notarization(self, notarization_id: str) -> Notarization:
+        """A handle on a notarization made earlier, by its id."""
+        return await self._notary.get(notarization_id)
+
+    async def verify_proof(
+        self,
+        proof: ProofLike,
+        document: bytes | None = None,
+        *,
+        on_chain: bool = True,
+        check_transaction: bool = True,
+    ) -> VerificationResult:
+        """Check a proof offline (form, `document` if given, path) and, with `on_chain`,
+        its anchor through this client's RPC (a proof of another chain is then invalid:
+        check it with `verify_proof_on_chain` and an RPC of its chain)."""
+        if not on_chain:
+            return verify_proof(proof, document)
+        return await verify_with_node(
+            proof, self._chain.node, document=document, check_transaction=check_transaction
+        )
 
     # ---------------------------------------------------------------- lifetime
 

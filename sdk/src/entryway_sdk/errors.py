@@ -11,14 +11,18 @@ and its JSON-RPC errors (ERC-4337 / ERC-7769 codes) as typed exceptions.
     │   │   └── NetworkMismatchError  the RPC answers another chain id than the one asked for
     │   ├── ValidationError           validation_error (422), `.errors`
     │   ├── RateLimitedError          rate_limited (429), `.retry_after`
-    │   └── NotFoundError             *_not_found (404)
+    │   └── NotFoundError             *_not_found, or any other 404 (document_not_stored)
     ├── JsonRpcError                  a JSON-RPC error (`.rpc_code`, `.message`, `.data`)
     │   └── UserOperationRejectedError  -32500…-32508, -32521, -32602 on a UserOperation
     │       └── SponsorshipRefusedError   the paymaster's policy refused (`.rule`, `.policy_id`)
     ├── UserOperationDroppedError     the bundler dropped the op before inclusion (`.reason`)
     ├── UserOperationTimeoutError     no receipt within the wait
     ├── SignerRequiredError           the op needs the owner's signature and no owner was given
-    └── WebhookVerificationError      a webhook's signature or timestamp does not verify
+    ├── WebhookVerificationError      a webhook's signature or timestamp does not verify
+    ├── ProofFormatError              not a well-formed entryway-proof/1 document (a ValueError)
+    │   └── UnsupportedProofError     another proof version or other hashing rules
+    ├── NotarizationFailedError       the service gave up anchoring a notarization (`.error`)
+    └── NotarizationTimeoutError      no proof within the wait
 """
 
 from __future__ import annotations
@@ -130,7 +134,8 @@ class RateLimitedError(ApiError):
 
 
 class NotFoundError(ApiError):
-    """Unknown, or another project's (op_not_found, task_not_found, not_found, ...)."""
+    """Unknown, or another project's (op_not_found, task_not_found, not_found, ...), or
+    absent (document_not_stored)."""
 
 
 class JsonRpcError(EntrywayError):
@@ -210,6 +215,39 @@ class WebhookVerificationError(EntrywayError):
     """The request is not a valid, fresh webhook signed with one of the given secrets."""
 
 
+class ProofFormatError(EntrywayError, ValueError):
+    """The proof is not a well-formed `entryway-proof/1` document; the message says why."""
+
+
+class UnsupportedProofError(ProofFormatError):
+    """The proof is of another version, or names other hashing rules, than this SDK reads."""
+
+
+class NotarizationFailedError(EntrywayError):
+    """Every attempt to anchor the notarization's batch failed; `error` is the service's
+    reason. Notarize the document again."""
+
+    def __init__(self, notarization_id: str, error: str | None) -> None:
+        super().__init__(
+            f"notarization {notarization_id} failed: {error or 'the service gave no reason'}"
+        )
+        self.notarization_id = notarization_id
+        self.error = error
+
+
+class NotarizationTimeoutError(EntrywayError, TimeoutError):
+    """No proof within the time waited; the notarization may still be anchored later."""
+
+    def __init__(self, notarization_id: str, timeout: float, status: str | None) -> None:
+        super().__init__(
+            f"no proof for notarization {notarization_id} after {timeout:g} s "
+            f"(status: {status or 'unknown'})"
+        )
+        self.notarization_id = notarization_id
+        self.timeout = timeout
+        self.status = status
+
+
 _BY_CODE: dict[str, type[ApiError]] = {
     "invalid_api_key": InvalidApiKeyError,
     "chain_not_recognised": ChainNotRecognisedError,
@@ -252,7 +290,7 @@ def problem_error(status: int, body: Any, headers: Mapping[str, str] | None = No
         kw["code"] = code or "rate_limited"
         return RateLimitedError(detail, retry_after=_retry_after(header), **kw)
     kind = _BY_CODE.get(code)
-    if kind is None and (code.endswith("not_found") or (not code and status == 404)):
+    if kind is None and (code.endswith("not_found") or status == 404):
         kind = NotFoundError
     if kind is None and not code and status == 401:
         kind = InvalidApiKeyError

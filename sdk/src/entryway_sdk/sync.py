@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Coroutine, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from types import TracebackType
 from typing import Any, TypeVar, Unpack
 
@@ -20,7 +20,15 @@ from entryway_sdk.models import (
     TaskStatus,
     UserOperationReceipt,
 )
+from entryway_sdk.notarization import (
+    HashLike,
+    Notarization,
+    NotarizationItemLike,
+    NotarizationMode,
+    NotarizationStatus,
+)
 from entryway_sdk.operations import PendingUserOperation, SendKwargs, Speed
+from entryway_sdk.proof import Proof, ProofLike, VerificationResult
 from entryway_sdk.recovery import RecoveryApproval
 from entryway_sdk.signer import SignerLike
 from entryway_sdk.wallet import SmartWallet
@@ -65,6 +73,29 @@ class PendingUserOperationSync:
 
     def status(self) -> OpStatus:
         return self._loop.run(self._op.status())
+
+
+class NotarizationSync:
+    """`Notarization`, blocking."""
+
+    def __init__(self, notarization: Notarization, loop: _LoopThread) -> None:
+        self._n, self._loop = notarization, loop
+        self.id = notarization.id
+        self.document_hash = notarization.document_hash
+        self.chain_id = notarization.chain_id
+        self.credits = notarization.credits
+
+    def status(self) -> NotarizationStatus:
+        return self._loop.run(self._n.status())
+
+    def proof(self) -> Proof | None:
+        return self._loop.run(self._n.proof())
+
+    def wait_for_proof(self, timeout: float = 60.0, poll_interval: float = 0.5) -> Proof:
+        return self._loop.run(self._n.wait_for_proof(timeout, poll_interval))
+
+    def document(self) -> bytes:
+        return self._loop.run(self._n.document())
 
 
 class SmartWalletSync:
@@ -180,6 +211,70 @@ class EntrywaySync:
 
     def rpc(self, method: str, params: list[Any] | None = None) -> Any:
         return self._loop.run(self._client.rpc(method, params))
+
+    def notarize_document(
+        self,
+        data: bytes,
+        *,
+        label: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        mode: NotarizationMode = "batched",
+        store: bool = False,
+        filename: str | None = None,
+        content_type: str = "application/octet-stream",
+        idempotency_key: str | None = None,
+    ) -> NotarizationSync:
+        n = self._client.notarize_document(
+            data,
+            label=label,
+            metadata=metadata,
+            mode=mode,
+            store=store,
+            filename=filename,
+            content_type=content_type,
+            idempotency_key=idempotency_key,
+        )
+        return NotarizationSync(self._loop.run(n), self._loop)
+
+    def notarize_hash(
+        self,
+        document_hash: HashLike,
+        *,
+        label: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        mode: NotarizationMode = "batched",
+        idempotency_key: str | None = None,
+    ) -> NotarizationSync:
+        n = self._client.notarize_hash(
+            document_hash,
+            label=label,
+            metadata=metadata,
+            mode=mode,
+            idempotency_key=idempotency_key,
+        )
+        return NotarizationSync(self._loop.run(n), self._loop)
+
+    def notarize_hashes(
+        self,
+        items: Sequence[NotarizationItemLike],
+        *,
+        mode: NotarizationMode = "batched",
+        idempotency_key: str | None = None,
+    ) -> list[NotarizationSync]:
+        bulk = self._loop.run(
+            self._client.notarize_hashes(items, mode=mode, idempotency_key=idempotency_key)
+        )
+        return [NotarizationSync(n, self._loop) for n in bulk]
+
+    def notarization(self, notarization_id: str) -> NotarizationSync:
+        return NotarizationSync(
+            self._loop.run(self._client.notarization(notarization_id)), self._loop
+        )
+
+    def verify_proof(
+        self, proof: ProofLike, document: bytes | None = None, *, on_chain: bool = True
+    ) -> VerificationResult:
+        return self._loop.run(self._client.verify_proof(proof, document, on_chain=on_chain))
 
     def wallet(self, owner: SignerLike, salt: int = 0) -> SmartWalletSync:
         return SmartWalletSync(self._loop.run(self._client.wallet(owner, salt)), self._loop)

@@ -31,6 +31,7 @@ READ_METHODS = frozenset(
         "eth_getBalance",
         "eth_blockNumber",
         "eth_getBlockByNumber",
+        "eth_getTransactionReceipt",
         "eth_supportedEntryPoints",
         "eth_estimateUserOperationGas",
         "eth_getUserOperationByHash",
@@ -90,10 +91,12 @@ class ServiceApi:
         self._headers = {"Authorization": f"Bearer {api_key}", "Accept": "application/json"}
         self._ids = itertools.count(1)
 
-    async def _send(self, method: str, path: str, **kw: Any) -> httpx.Response:
+    async def _send(
+        self, method: str, path: str, headers: Mapping[str, str] | None = None, **kw: Any
+    ) -> httpx.Response:
         try:
             response = await self.http.request(
-                method, self.base_url + path, headers=self._headers, **kw
+                method, self.base_url + path, headers={**self._headers, **(headers or {})}, **kw
             )
         except httpx.TransportError as exc:
             raise _Retryable(
@@ -114,6 +117,36 @@ class ServiceApi:
             return _json(await self._send("GET", path, params=params))
 
         return await _with_retries(self.retry, True, once)
+
+    async def get_bytes(self, path: str) -> bytes:
+        """A GET whose answer is not JSON (a stored document): its body as it came."""
+
+        async def once() -> bytes:
+            return (await self._send("GET", path, headers={"Accept": "*/*"})).content
+
+        return await _with_retries(self.retry, True, once)
+
+    async def post(
+        self,
+        path: str,
+        *,
+        json: Any = None,
+        data: Mapping[str, str] | None = None,
+        files: Mapping[str, tuple[str, bytes, str]] | None = None,
+        idempotency_key: str | None = None,
+        idempotent: bool = False,
+    ) -> Any:
+        """A POST (JSON, or multipart with `data` and `files`). Retried like a GET only when
+        `idempotent`: the service answers a repeat with the first answer."""
+        headers = {"Idempotency-Key": idempotency_key} if idempotency_key is not None else None
+
+        async def once() -> Any:
+            response = await self._send(
+                "POST", path, headers=headers, json=json, data=data, files=files
+            )
+            return _json(response)
+
+        return await _with_retries(self.retry, idempotent, once)
 
     async def rpc(self, chain_id: int, method: str, params: list[Any]) -> Any:
         """One JSON-RPC call to the service's endpoint for `chain_id`."""
@@ -170,6 +203,10 @@ class NodeRpc:
 
     async def get_code(self, address: str) -> bytes:
         return hex_bytes(await self.request("eth_getCode", [address, "latest"]))
+
+    async def get_transaction_receipt(self, tx_hash: str) -> Mapping[str, Any] | None:
+        receipt = await self.request("eth_getTransactionReceipt", [tx_hash])
+        return receipt if isinstance(receipt, Mapping) else None
 
 
 def _json(response: httpx.Response) -> Any:
