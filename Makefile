@@ -7,7 +7,7 @@ STAMP := $(VENV)/.stamp
 NPM_STAMP := node_modules/.stamp
 DATA_DIR ?= .entryway
 
-.PHONY: setup run test lint typecheck format contracts lock bench-gas bench-bundler bench-api bench-notary clean devnet
+.PHONY: setup run test lint typecheck format contracts lock bench-gas bench-bundler bench-api bench-notary bench-sponsor clean devnet
 
 setup: $(STAMP) $(NPM_STAMP)
 
@@ -68,6 +68,10 @@ bench-api: setup
 
 bench-notary: setup
 	$(BIN)/python -m bench.notary --write-doc
+	$(BIN)/python -m bench.notary_api --write-doc
+
+bench-sponsor: setup
+	$(BIN)/python -m bench.sponsor --write-doc
 
 bench-gas: setup
 	$(BIN)/python -m bench.gas
