@@ -25,7 +25,10 @@ from entryway.domain.evm import to_hex
 log = logging.getLogger("entryway.bundler.rpc")
 EP = contracts.load("EntryPoint").abi
 Handler = Callable[[list[Any]], Awaitable[Any]]
-GAS_PRICE_TIERS = {"slow": (100, 100), "standard": (110, 150), "fast": (130, 200)}  # % of tip, base
+# (% of the node's suggested tip, % of the base fee). Standard pays the suggestion itself: a
+# margin on top would feed back where our own ops set the suggestion (a devnet, a quiet
+# chain) and raise it every block.
+GAS_PRICE_TIERS = {"slow": (90, 100), "standard": (100, 150), "fast": (125, 200)}
 
 
 def _param(params: list[Any], index: int, name: str) -> Any:
@@ -163,12 +166,11 @@ class BundlerRpc:
     async def gas_price(self, params: list[Any]) -> dict[str, dict[str, str]]:
         block = await self.bundler.eth.get_block("latest")
         base_fee = int(block.get("baseFeePerGas", "0x0"), 16)
-        tip = max(
-            await self.bundler.eth.max_priority_fee(), self.bundler.config.min_priority_fee_per_gas
-        )
+        suggested = await self.bundler.eth.max_priority_fee()
+        floor = self.bundler.config.min_priority_fee_per_gas
         out = {}
         for tier, (tip_pct, base_pct) in GAS_PRICE_TIERS.items():
-            priority = tip * tip_pct // 100
+            priority = max(max(suggested, floor) * tip_pct // 100, floor)
             out[tier] = {
                 "maxFeePerGas": hex(base_fee * base_pct // 100 + priority),
                 "maxPriorityFeePerGas": hex(priority),

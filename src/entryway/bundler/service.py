@@ -493,7 +493,13 @@ class Bundler:
 
     async def status(self, op_hash: bytes) -> dict[str, Any]:
         tracked = self.tracked.get(op_hash)
-        receipt = await self.receipts.receipt(op_hash)
+        # Pending or submitted by our own account: its bundle's follower marks it the moment
+        # the receipt appears, so the node need not be asked (clients poll this hard).
+        in_flight = tracked is not None and tracked.status in (
+            OpStatus.PENDING,
+            OpStatus.SUBMITTED,
+        )
+        receipt = None if in_flight else await self.receipts.receipt(op_hash)
         if receipt is not None:
             status = OpStatus.INCLUDED if receipt["success"] else OpStatus.FAILED
             return {

@@ -48,6 +48,9 @@ def free_port(host: str = "127.0.0.1") -> int:
         return port
 
 
+RECENT_STATES = 64
+
+
 @dataclass(frozen=True, slots=True)
 class AnvilConfig:
     chain_id: int
@@ -86,9 +89,11 @@ class AnvilProcess:
             str(c.chain_id),
             "--hardfork",
             c.hardfork,
-            # Keep no historical states: anvil otherwise spills them to ~/.foundry/anvil/tmp
-            # (tens of GB over a long run). Only the latest and pending state are ever used.
+            # Keep recent states in memory only: anvil otherwise spills them to
+            # ~/.foundry/anvil/tmp (tens of GB over a long run). A few dozen, not none: a
+            # simulation against the block that was latest a moment ago must still find it.
             "--prune-history",
+            str(RECENT_STATES),
         ]
         if c.state_path is not None:
             cmd += ["--state", str(c.state_path), "--state-interval", str(c.state_interval_s)]
