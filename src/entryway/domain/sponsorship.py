@@ -108,6 +108,12 @@ class SponsorshipRules:
     sponsor: SponsorInfo | None = None
 
     @property
+    def has_caps(self) -> bool:
+        """Whether a decision depends on what was sponsored before (and so on ordering)."""
+        caps = (self.spend_cap, self.operation_cap, self.sender_spend_cap)
+        return any(c is not None for c in (*caps, self.sender_operation_cap))
+
+    @property
     def has_allowlist(self) -> bool:
         return self.allowed_targets is not None or self.allowed_selectors is not None
 

@@ -92,20 +92,35 @@ class SponsorshipGate:
     async def hold(
         self, ask: SponsorshipAsk, *, key_id: str | None, endpoint: str | None
     ) -> SponsorshipTicket:
-        """Check, then charge the estimate as a hold (once per op: see costs.sponsorship_key)."""
+        """Check, then charge the estimate as a hold (once per op: see costs.sponsorship_key).
+        Only a policy with caps needs the project's lock: without, decisions are independent
+        and concurrent holds go through side by side."""
+        ticket = await self._decide(ask)
+        if ticket.policy is None or not ticket.policy.rules.has_caps:
+            return await self._hold(ask, ticket, key_id=key_id, endpoint=endpoint)
         async with self._locks[ask.project_id]:
             ticket = await self._decide(ask)
-            record = await self.ledger.hold(
-                ask.project_id,
-                ticket.idempotency_key,
-                ticket.quote,
-                ask.at,
-                key_id=key_id,
-                endpoint=endpoint,
-                chain_id=ask.chain_id,
-                subject=ask.op.sender,
-                policy_id=ticket.policy.policy_id if ticket.policy else None,
-            )
+            return await self._hold(ask, ticket, key_id=key_id, endpoint=endpoint)
+
+    async def _hold(
+        self,
+        ask: SponsorshipAsk,
+        ticket: SponsorshipTicket,
+        *,
+        key_id: str | None,
+        endpoint: str | None,
+    ) -> SponsorshipTicket:
+        record = await self.ledger.hold(
+            ask.project_id,
+            ticket.idempotency_key,
+            ticket.quote,
+            ask.at,
+            key_id=key_id,
+            endpoint=endpoint,
+            chain_id=ask.chain_id,
+            subject=ask.op.sender,
+            policy_id=ticket.policy.policy_id if ticket.policy else None,
+        )
         return SponsorshipTicket(ticket.policy, ticket.quote, ticket.idempotency_key, record)
 
     async def _decide(self, ask: SponsorshipAsk) -> SponsorshipTicket:
