@@ -2,9 +2,11 @@
 when its receipt appears the hold settles on the receipt's `actualGasCost`; when its validity
 window has passed without a receipt, or the bundler reports it dropped, the hold is released.
 
-`SponsorshipSettler` follows the ops sent through the service, in process; each check is
-idempotent (settling or releasing twice changes nothing), so following an op again after a
-restart, or from another process, is safe."""
+Each op sent through the service gets a durable task (`SETTLE_TASK`, handled by
+`SettleHandler` in the service's worker) that checks it until its fate is known, across
+restarts. Holds for ops that were signed but never sent through the service are released by
+`release_unsent` once their window has passed. Every check is idempotent: settling or
+releasing twice changes nothing."""
 
 from __future__ import annotations
 
@@ -14,16 +16,23 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from entryway.domain.pricebook import PriceBook
+from entryway.bundler.rpc_types import parse_user_operation, user_operation_json
+from entryway.domain.pricebook import OperationType, PriceBook
+from entryway.domain.tasks import PermanentTaskError, RetryTaskError, Task
 from entryway.domain.userop import UserOperation
 from entryway.paymaster.costs import release_sponsorship, settle_sponsorship
-from entryway.paymaster.ports import SponsorshipLedger
+from entryway.storage.ledger import Ledger
+
+SPONSORED = OperationType.SPONSORED_USER_OPERATION.value
 
 log = logging.getLogger(__name__)
 GRACE_SECONDS = 120  # after validUntil, before an unmined op's hold is released
+SETTLE_TASK = "sponsorship.settle"
+SETTLE_POLL_SECONDS = 2.0
+SETTLE_MAX_ATTEMPTS = 2_000  # polls: covers the longest validity window several times
 Receipt = Callable[[str], Awaitable[dict[str, Any] | None]]
 Settled = Callable[["SponsoredOp", dict[str, Any]], Awaitable[None]]  # the op and its receipt
 Status = Callable[[str], Awaitable[dict[str, Any]]]
@@ -45,27 +54,28 @@ class ChainLookups:
 
 
 class SponsorshipSettler:
+    """Settles or releases one op's hold (`check`), and, in the background, releases the
+    holds of ops never sent once their windows have passed (`unsent_after` after signing)."""
+
     def __init__(
         self,
-        ledger: SponsorshipLedger,
+        ledger: Ledger,
         prices: PriceBook,
         chains: Mapping[int, ChainLookups],
         *,
-        poll_s: float = 1.0,
+        unsent_after: timedelta = timedelta(minutes=20),
+        sweep_s: float = 60.0,
         clock: Callable[[], float] = time.time,
         on_settled: Settled | None = None,
     ) -> None:
-        self.on_settled = on_settled
         self.ledger = ledger
         self.prices = prices
         self.chains = chains
-        self.poll_s = poll_s
+        self.unsent_after = unsent_after
+        self.sweep_s = sweep_s
         self.clock = clock
-        self.following: dict[str, SponsoredOp] = {}
+        self.on_settled = on_settled
         self._task: asyncio.Task[None] | None = None
-
-    def follow(self, sponsored: SponsoredOp) -> None:
-        self.following[sponsored.user_op_hash] = sponsored
 
     async def check(self, sponsored: SponsoredOp) -> bool:
         """Settle or release if the op's fate is known; True when done with it."""
@@ -98,13 +108,9 @@ class SponsorshipSettler:
             return True
         return False
 
-    async def run_once(self) -> None:
-        for op_hash, sponsored in list(self.following.items()):
-            try:
-                if await self.check(sponsored):
-                    self.following.pop(op_hash, None)
-            except Exception:
-                log.exception("settling sponsorship of %s failed; retrying", op_hash)
+    async def sweep(self) -> int:
+        now = datetime.now(UTC)
+        return await release_unsent(self.ledger, older_than=now - self.unsent_after, at=now)
 
     async def start(self) -> None:
         self._task = asyncio.create_task(self._forever())
@@ -117,5 +123,49 @@ class SponsorshipSettler:
 
     async def _forever(self) -> None:
         while True:
-            await asyncio.sleep(self.poll_s)
-            await self.run_once()
+            try:
+                await self.sweep()
+            except Exception:
+                log.exception("releasing unsent sponsorship holds failed; retrying")
+            await asyncio.sleep(self.sweep_s)
+
+
+def settle_payload(sponsored: SponsoredOp) -> dict[str, Any]:
+    return {
+        "projectId": sponsored.project_id,
+        "chainId": sponsored.chain_id,
+        "userOpHash": sponsored.user_op_hash,
+        "op": user_operation_json(sponsored.op),
+        "validUntil": sponsored.valid_until,
+    }
+
+
+class SettleHandler:
+    """The worker's handler for SETTLE_TASK: settle or release, else look again later."""
+
+    def __init__(self, settler: SponsorshipSettler) -> None:
+        self.settler = settler
+
+    async def __call__(self, task: Task) -> dict[str, Any]:
+        p = task.payload
+        sponsored = SponsoredOp(
+            str(p["projectId"]),
+            int(p["chainId"]),
+            str(p["userOpHash"]),
+            parse_user_operation(p["op"]),
+            int(p["validUntil"]),
+        )
+        if sponsored.chain_id not in self.settler.chains:
+            raise PermanentTaskError(f"this service has no chain {sponsored.chain_id}")
+        if await self.settler.check(sponsored):
+            return {"settled": sponsored.user_op_hash}
+        raise RetryTaskError("not mined yet", delay=SETTLE_POLL_SECONDS)
+
+
+async def release_unsent(ledger: Ledger, *, older_than: datetime, at: datetime) -> int:
+    """Release the holds of sponsored ops signed before `older_than` (whose windows have
+    passed) and never sent through the service: nothing can include them any more."""
+    stale = await ledger.unreferenced_holds(SPONSORED, older_than)
+    for project_id, key in stale:
+        await ledger.release(project_id, key, at)
+    return len(stale)

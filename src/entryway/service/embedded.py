@@ -10,7 +10,7 @@ import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,15 @@ from entryway.notary.batcher import running_batcher
 from entryway.notary.service import Notary
 from entryway.paymaster.deposit import DepositAlert, DepositStatus, DepositWatcher
 from entryway.paymaster.erc7677 import PaymasterChain, PaymasterRpc
-from entryway.paymaster.settlement import ChainLookups, Settled, SponsoredOp, SponsorshipSettler
+from entryway.paymaster.settlement import (
+    GRACE_SECONDS,
+    SETTLE_TASK,
+    ChainLookups,
+    Settled,
+    SettleHandler,
+    SponsoredOp,
+    SponsorshipSettler,
+)
 from entryway.paymaster.signer import PaymasterSigner
 from entryway.service.metering import AlertHook
 from entryway.service.ratelimit import RateLimiter, parse_limits
@@ -101,9 +109,11 @@ async def run_embedded(
         events = WebhookStore(engine)
         platform.meter.on_alert = _alert_events(events)
         await _start_paymaster(stack, services, store, devnet, events, settings.deposit_alert_wei)
-        handlers = {
+        assert services.settler is not None
+        handlers: dict[str, Handler] = {
             **_start_notary(services, devnet, engine, events),
             **wallet_task_handlers(services),
+            SETTLE_TASK: SettleHandler(services.settler),
         }
         if settings.worker:
             await stack.enter_async_context(
@@ -218,6 +228,11 @@ async def _start_paymaster(
             for c in chains
         },
         on_settled=_op_events(events),
+        unsent_after=timedelta(
+            seconds=services.paymaster.settings.validity_s
+            + services.paymaster.settings.clock_skew_s
+            + GRACE_SECONDS
+        ),
     )
     services.settler = settler
     await settler.start()

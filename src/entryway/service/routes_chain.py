@@ -4,6 +4,7 @@ recognised") and that the network answers ("network connection problem")."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
 import orjson
@@ -14,15 +15,23 @@ from entryway.bundler.errors import BundlerError
 from entryway.bundler.rpc_types import parse_user_operation
 from entryway.domain.evm import checksum
 from entryway.domain.networks import NETWORKS
+from entryway.domain.userop import UserOperation
 from entryway.paymaster.costs import sponsorship_key
 from entryway.paymaster.erc7677 import PaymasterCaller, PaymasterRpc
-from entryway.paymaster.settlement import SponsoredOp
+from entryway.paymaster.settlement import (
+    SETTLE_MAX_ATTEMPTS,
+    SETTLE_POLL_SECONDS,
+    SETTLE_TASK,
+    SponsoredOp,
+    settle_payload,
+)
 from entryway.service.auth import CurrentCaller
 from entryway.service.chain_access import ChainGate
 from entryway.service.problems import Problem
 from entryway.service.schemas import AccountInfoOut, OpStatusOut, SdkDefaults, SdkDefaultsList
 from entryway.service.services import ChainRuntime, Services
 from entryway.storage.store import Caller
+from entryway.storage.tasks import TaskQueue
 from entryway.wallets.account_info import read_account
 
 ChainIdQuery = Annotated[int, Query(alias="chainId", ge=1, le=2**53)]
@@ -144,6 +153,25 @@ def chain_routes(prefixes: tuple[str, ...]) -> APIRouter:
     return router
 
 
+async def _follow_sponsorship(
+    services: Services, who: Caller, chain_id: int, op_hash: str, op: UserOperation
+) -> None:
+    """Tie the op's sponsorship hold to its hash, and queue the durable task that settles it
+    from the receipt (or releases it): once per op, whatever the retries."""
+    key = sponsorship_key(chain_id, op)
+    await services.store.ledger.link(who.project_id, key, op_hash)
+    valid_until = int.from_bytes(op.paymaster_data[:6], "big") or 2**48 - 1
+    sponsored = SponsoredOp(who.project_id, chain_id, op_hash, op, valid_until)
+    await TaskQueue(services.store.engine).enqueue(
+        SETTLE_TASK,
+        settle_payload(sponsored),
+        project_id=who.project_id,
+        run_at=datetime.now(UTC) + timedelta(seconds=SETTLE_POLL_SECONDS),
+        idempotency_key=f"{chain_id}:{op_hash}",
+        max_attempts=SETTLE_MAX_ATTEMPTS,
+    )
+
+
 def _op_key(chain_id: int, user_op_hash: str) -> str:
     return f"userop:{chain_id}:{user_op_hash.lower()}"
 
@@ -178,13 +206,7 @@ async def _one(
             reference=op_hash.lower(),
         )
         if sponsored:
-            key = sponsorship_key(chain.chain_id, op)
-            await services.store.ledger.link(who.project_id, key, op_hash.lower())
-        if sponsored and services.settler is not None:
-            valid_until = int.from_bytes(op.paymaster_data[:6], "big") or 2**48 - 1
-            services.settler.follow(
-                SponsoredOp(who.project_id, chain.chain_id, op_hash, op, valid_until)
-            )
+            await _follow_sponsorship(services, who, chain.chain_id, op_hash.lower(), op)
     elif isinstance(method, str):
         meter.count_read(who, f"rpc:{method}"[:100], chain.chain_id)
     return answer

@@ -347,6 +347,24 @@ class Ledger:
         final = all(r.status != UsageStatus.HELD for r in rows)
         return sum(int(r.credits) for r in rows), final
 
+    async def unreferenced_holds(
+        self, operation: str, older_than: datetime
+    ) -> list[tuple[str, str]]:
+        """(project, idempotency key) of holds made before `older_than` that no reference
+        was ever attached to (for sponsorships: signed, never sent through the service)."""
+        async with self.engine.connect() as db:
+            rows = (
+                await db.execute(
+                    select(usage_events.c.project_id, usage_events.c.idempotency_key).where(
+                        usage_events.c.operation == operation,
+                        usage_events.c.status == UsageStatus.HELD.value,
+                        usage_events.c.reference.is_(None),
+                        usage_events.c.created_at < older_than,
+                    )
+                )
+            ).all()
+        return [(r.project_id, r.idempotency_key) for r in rows]
+
     async def owns(self, project_id: str, idempotency_key: str) -> bool:
         """Whether the project has a usage event under this key (e.g. an op it sent)."""
         async with self.engine.connect() as db:

@@ -6,7 +6,8 @@ maintenance)."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +22,15 @@ from entryway.devnet.devnet import Devnet
 from entryway.domain.apikeys import KeyEnvironment
 from entryway.domain.plans import PlanName
 from entryway.domain.signatures import sign_digest
+from entryway.domain.tasks import RetryTaskError
 from entryway.domain.userop import UserOperation, user_op_hash
 from entryway.paymaster.erc7677 import PaymasterChain, PaymasterRpc
-from entryway.paymaster.settlement import ChainLookups, SponsorshipSettler
+from entryway.paymaster.settlement import (
+    SETTLE_TASK,
+    ChainLookups,
+    SettleHandler,
+    SponsorshipSettler,
+)
 from entryway.paymaster.signer import PaymasterSigner
 from entryway.service.app import create_app
 from entryway.service.services import ChainRuntime, Services
@@ -31,6 +38,7 @@ from entryway.storage.engine import make_engine, migrate, sqlite_url
 from entryway.storage.ledger import UsageStatus
 from entryway.storage.policies import PolicyStore, SqlSponsorshipUsage
 from entryway.storage.store import Store
+from entryway.storage.tasks import TaskQueue
 from tests.integration.harness import ETHER, Harness
 
 CHAIN = 80002
@@ -232,13 +240,19 @@ async def test_sponsorship_through_the_service_holds_then_settles_on_the_receipt
     send = rpc("eth_sendUserOperation", user_operation_json(op), ep)
     r = await client.post(url, headers=auth, json=send)
     op_hash = r.json()["result"]
-    assert services.settler is not None and op_hash in services.settler.following
+    assert services.settler is not None
     status = {"chainId": CHAIN, "userOpHash": op_hash}
     r = await client.get("/op-status", params=status, headers=auth)
     assert (r.json()["credits"], r.json()["creditsFinal"]) == (held, False)
+    # The durable task that settles it: due in a moment, retried until the receipt is there.
+    later = TaskQueue(services.store.engine, clock=lambda: datetime.now(UTC) + timedelta(1))
+    (task,) = await later.claim("test", [SETTLE_TASK], lease_seconds=30)
+    assert task.payload["userOpHash"] == op_hash
+    handler = SettleHandler(services.settler)
+    with pytest.raises(RetryTaskError):
+        await handler(task)  # not mined yet
     await bundler_rpc.dispatch(rpc("debug_bundler_sendBundleNow"))
-    await services.settler.run_once()
-    assert op_hash not in services.settler.following
+    assert await handler(task) == {"settled": op_hash}
 
     events = {
         e.operation: e
@@ -257,6 +271,16 @@ async def test_sponsorship_through_the_service_holds_then_settles_on_the_receipt
     assert (r.json()["credits"], r.json()["creditsFinal"]) == (sponsorship.credits, True)
     receipt = await bundler_rpc.get_user_operation_receipt([op_hash])
     assert receipt is not None and receipt["success"] is True
+
+    # Signed, never sent: the hold is released once the window has passed, not before.
+    unsent = replace(draft, nonce=draft.nonce + 1)
+    raw2 = user_operation_json(unsent)
+    del raw2["signature"]
+    await client.post(url, headers=auth, json=rpc("pm_getPaymasterData", raw2, ep, hex(CHAIN), {}))
+    assert await services.settler.sweep() == 0
+    services.settler.unsent_after = timedelta(0)
+    assert await services.settler.sweep() == 1
+    assert (await balance(pid)).balance(datetime.now(UTC)) == 1_000_000 - sponsorship.credits
 
     # A wrong entry point is refused in the JSON-RPC envelope, not as an HTTP error.
     bad = [raw, "0x" + "11" * 20, hex(CHAIN), {}]
