@@ -32,6 +32,7 @@ TOLERANCE = 1_000
 # Headroom over the least limit that passed: signatures and storage vary a little op to op.
 VERIFICATION_MARGIN_PERCENT = 10
 CALL_MARGIN = 2_000
+CEILING_SLACK = 50_000
 # Fee a self-paying op is simulated with when it gives none, and the balance that pays it.
 PLACEHOLDER_FEE = 10**9
 FUNDED_BALANCE = 2**128
@@ -105,6 +106,23 @@ class GasEstimator:
             raise
         return True
 
+    async def _ceiling(
+        self, op: UserOperation, paymaster: bool, override: dict[str, Any], used: int
+    ) -> int:
+        """A limit known to validate, near what validation used (each phase uses no more than
+        all of it, plus the 1/64 a call must leave behind): one call instead of the top
+        halvings of a search from MAX_VERIFICATION_GAS."""
+        guess = used * 64 // 63 + CEILING_SLACK
+        if guess < MAX_VERIFICATION_GAS:
+            probe = (
+                replace(op, paymaster_verification_gas_limit=guess)
+                if paymaster
+                else replace(op, verification_gas_limit=guess)
+            )
+            if await self._validates(probe, override):
+                return guess
+        return MAX_VERIFICATION_GAS
+
     async def _least(
         self, op: UserOperation, paymaster: bool, override: dict[str, Any], high: int
     ) -> int:
@@ -149,14 +167,19 @@ class GasEstimator:
             paymaster_verification_gas_limit=MAX_VERIFICATION_GAS if op.paymaster else 0,
         )
         probe = replace(probe, pre_verification_gas=0)
-        # Surfaces the real reason (signature length, AA2x, paymaster rejection) at once.
-        await self._call("simulateValidation", probe.packed(), override=override)
-        verification = await self._least(probe, False, override, MAX_VERIFICATION_GAS)
+        # Surfaces the real reason (signature length, AA2x, paymaster rejection) at once, and
+        # measures the whole validation: a ceiling each search can start under.
+        (((used, *_), *_),) = await self._call(
+            "simulateValidation", probe.packed(), override=override
+        )
+        ceiling = await self._ceiling(probe, False, override, used)
+        verification = await self._least(probe, False, override, ceiling)
         verification = verification * (100 + VERIFICATION_MARGIN_PERCENT) // 100
         probe = replace(probe, verification_gas_limit=verification)
         pm_verification = 0
         if op.paymaster is not None:
-            pm_verification = await self._least(probe, True, override, MAX_VERIFICATION_GAS)
+            ceiling = await self._ceiling(probe, True, override, used)
+            pm_verification = await self._least(probe, True, override, ceiling)
             pm_verification = pm_verification * (100 + VERIFICATION_MARGIN_PERCENT) // 100
             probe = replace(probe, paymaster_verification_gas_limit=pm_verification)
         # A caller's own callGasLimit is the ceiling to search under, when it gives one.
