@@ -19,10 +19,15 @@ def sqlite_url(data_dir: Path) -> str:
 def make_engine(url: str) -> AsyncEngine:
     if url.startswith("postgresql://"):
         url = "postgresql+asyncpg://" + url.removeprefix("postgresql://")
-    engine = create_async_engine(url, pool_pre_ping=True)
-    if engine.dialect.name == "sqlite":
+    if url.startswith("sqlite"):
+        # One connection: SQLite has one writer at a time anyway, and a transaction that
+        # reads and then writes fails at once (SQLITE_BUSY, no waiting) when another
+        # connection of the same process committed in between. One connection serialises a
+        # process's units of work instead; busy_timeout covers other processes.
+        engine = create_async_engine(url, pool_size=1, max_overflow=0, pool_timeout=60)
         event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
-    return engine
+        return engine
+    return create_async_engine(url, pool_pre_ping=True)
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _: object) -> None:
