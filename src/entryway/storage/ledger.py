@@ -132,16 +132,17 @@ class Ledger:
         return account
 
     async def _live_account(
-        self, db: AsyncConnection, project_id: str, at: datetime
+        self, db: AsyncConnection, project_id: str, at: datetime, until: datetime | None = None
     ) -> CreditAccount:
-        """Only the lots a charge at `at` can draw from, oldest first (FIFO)."""
+        """Only the lots a charge at `at` (or any time up to `until`) can draw from, oldest
+        first (FIFO); `consume` picks among them by each charge's own time."""
         rows = (
             await db.execute(
                 select(credit_lots)
                 .where(
                     credit_lots.c.project_id == project_id,
                     credit_lots.c.remaining > 0,
-                    credit_lots.c.granted_at <= at,
+                    credit_lots.c.granted_at <= (until or at),
                     credit_lots.c.expires_at > at,
                 )
                 .order_by(credit_lots.c.granted_at, credit_lots.c.lot_id)
@@ -190,15 +191,20 @@ class Ledger:
 
     async def record_many(self, charges: Sequence[Charge]) -> list[UsageRecord]:
         """Several charges in one transaction (group commit): each as `record_usage` would
-        make it, all committed together. Projects are locked in one order, so two processes
-        doing this never deadlock. If the batch fails (say, a twin charge committed by
-        another process first), it rolls back whole and each charge is made on its own."""
-        order = sorted(range(len(charges)), key=lambda i: charges[i].project_id)
+        make it, all committed together, in a few statements per project (its known keys
+        read at once, its lots once, events, draws and lot updates written in bulk).
+        Projects are locked in one order, so two processes doing this never deadlock. If the
+        batch fails (say, a twin charge committed by another process first), it rolls back
+        whole and each charge is made on its own."""
+        by_project: dict[str, list[int]] = {}
+        for i, charge in enumerate(charges):
+            by_project.setdefault(charge.project_id, []).append(i)
 
         async def work(db: AsyncConnection) -> list[UsageRecord]:
             done: dict[int, UsageRecord] = {}
-            for i in order:
-                done[i] = await self._charge(db, charges[i])
+            for project_id in sorted(by_project):
+                batch = [(i, charges[i]) for i in by_project[project_id]]
+                done.update(await self._charge_project(db, project_id, batch))
             return [done[i] for i in range(len(charges))]
 
         try:
@@ -206,6 +212,80 @@ class Ledger:
                 return await work(db)
         except (IntegrityError, OperationalError):
             return [await self._one(c) for c in charges]
+
+    async def _charge_project(
+        self, db: AsyncConnection, project_id: str, batch: list[tuple[int, Charge]]
+    ) -> dict[int, UsageRecord]:
+        keys = {c.idempotency_key for _, c in batch}
+        known = {
+            r.idempotency_key: UsageRecord(
+                r.event_id, r.credits, r.overage, True, UsageStatus(r.status)
+            )
+            for r in (
+                await db.execute(
+                    select(usage_events).where(
+                        usage_events.c.project_id == project_id,
+                        usage_events.c.idempotency_key.in_(keys),
+                    )
+                )
+            ).all()
+        }
+        fresh = [(i, c) for i, c in batch if c.idempotency_key not in known]
+        done: dict[int, UsageRecord] = {}
+        if fresh:
+            await self._lock_project(db, project_id)
+            times = [c.at for _, c in fresh]
+            account = await self._live_account(db, project_id, min(times), max(times))
+        events: list[dict[str, Any]] = []
+        draws: list[dict[str, Any]] = []
+        lot_deltas: dict[str, int] = {}
+        overage_total = 0
+        for i, c in batch:
+            if c.idempotency_key in known:
+                first = known[c.idempotency_key]
+                done[i] = UsageRecord(
+                    first.event_id, first.credits, first.overage, True, first.status
+                )
+                continue
+            account, used = account.consume(c.credits, c.at)
+            event_id = str(uuid.uuid4())
+            ctx = c.context or UsageContext()
+            events.append(
+                {
+                    "event_id": event_id, "project_id": project_id,
+                    "idempotency_key": c.idempotency_key, "operation": c.operation,
+                    "credits": c.credits, "overage": used.overage, "created_at": c.at,
+                    "key_id": ctx.key_id, "endpoint": ctx.endpoint, "chain_id": ctx.chain_id,
+                    "subject": ctx.subject, "policy_id": ctx.policy_id,
+                    "reference": ctx.reference, "status": c.status.value,
+                    "breakdown": _breakdown(c.quote),
+                    "settled_at": c.at if c.status is UsageStatus.SETTLED else None,
+                }
+            )  # fmt: skip
+            for draw in used.draws:
+                draws.append({"event_id": event_id, "lot_id": draw.lot_id, "credits": draw.credits})
+                lot_deltas[draw.lot_id] = lot_deltas.get(draw.lot_id, 0) + draw.credits
+            overage_total += used.overage
+            done[i] = known[c.idempotency_key] = UsageRecord(
+                event_id, c.credits, used.overage, False, c.status
+            )
+        if events:
+            await db.execute(insert(usage_events), events)
+        if draws:
+            await db.execute(insert(usage_draws), draws)
+        for lot_id, delta in lot_deltas.items():
+            await db.execute(
+                update(credit_lots)
+                .where(credit_lots.c.lot_id == lot_id)
+                .values(remaining=credit_lots.c.remaining - delta)
+            )
+        if overage_total:
+            await db.execute(
+                update(projects)
+                .where(projects.c.project_id == project_id)
+                .values(cycle_overage=projects.c.cycle_overage + overage_total)
+            )
+        return done
 
     async def _one(self, charge: Charge) -> UsageRecord:
         async def work(db: AsyncConnection) -> UsageRecord:
