@@ -205,8 +205,8 @@ async def main(args: argparse.Namespace) -> list[str]:
                         f"| {kind} | cost of metering, p50 of one request | | | "
                         f"{cost * 1000:+.0f} µs | | |"
                     )
-                    w = await metered_writes(url, pid)
-                    writes.append(f"| {kind} | {w['sequential']:,.0f} | {w['concurrent16']:,.0f} |")
+                    w = await metered_writes(url, pid, key.split("_")[2])
+                    writes.append(f"| {kind} | {w['sequential']:,.0f} | {w['concurrent32']:,.0f} |")
                     print(writes[-1], flush=True)
                 finally:
                     await drop_database(name)
