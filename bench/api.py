@@ -34,6 +34,8 @@ from pathlib import Path
 import asyncpg
 import httpx
 
+from bench.docs import write_section
+from bench.rawhttp import round_trip
 from entryway.devnet.anvil import free_port
 from entryway.devnet.devnet import Devnet
 from entryway.domain.apikeys import KeyEnvironment
@@ -46,8 +48,6 @@ from entryway.storage.store import Caller, Store
 
 CHAIN_ID = 80002
 POSTGRES = os.environ.get("ENTRYWAY_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
-DOC = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
-BEGIN, END = "<!-- api:begin -->", "<!-- api:end -->"
 
 
 async def fresh_database(kind: str, tmp: Path) -> tuple[str, str | None]:
@@ -90,13 +90,7 @@ async def _user(
     try:
         while time.perf_counter() < until[0]:
             t0 = time.perf_counter()
-            writer.write(request)
-            head = await reader.readuntil(b"\r\n\r\n")
-            length = 0
-            for line in head.split(b"\r\n"):
-                if line[:15].lower() == b"content-length:":
-                    length = int(line[15:])
-            await reader.readexactly(length)
+            head = await round_trip(reader, writer, request)
             record.append(time.perf_counter() - t0)
             bad[0] += not head.startswith(b"HTTP/1.1 200")
     finally:
@@ -227,15 +221,7 @@ async def main(args: argparse.Namespace) -> list[str]:
 
 
 def write_doc(lines: list[str]) -> None:
-    text = DOC.read_text()
-    block = "\n".join([BEGIN, *lines, END])
-    if BEGIN in text:
-        head, rest = text.split(BEGIN, 1)
-        text = head + block + rest.split(END, 1)[1]
-    else:
-        text = text.rstrip() + "\n\n## API\n\n" + (__doc__ or "").split("Run:")[0].strip()
-        text += "\n\n" + block + "\n"
-    DOC.write_text(text)
+    write_section("api", "API", (__doc__ or "").split("Run:")[0], lines)
 
 
 if __name__ == "__main__":

@@ -40,6 +40,8 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bench.api import drop_database, fresh_database, tenant
+from bench.docs import write_section
+from bench.rawhttp import round_trip
 from entryway.chain.rpc import EthClient, JsonRpcClient
 from entryway.chain.transactor import Transactor
 from entryway.devnet.anvil import free_port
@@ -54,8 +56,6 @@ from entryway.storage.schema import notarizations, notary_batches
 from entryway.storage.webhooks import WebhookStore
 
 CHAIN_ID = 80002
-DOC = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
-BEGIN, END = "<!-- notary-api:begin -->", "<!-- notary-api:end -->"
 BULK = 1_000
 
 
@@ -101,13 +101,7 @@ async def _user(
         while time.perf_counter() < until[0]:
             request = build(host, key)
             t0 = time.perf_counter()
-            writer.write(request)
-            head = await reader.readuntil(b"\r\n\r\n")
-            length = 0
-            for line in head.split(b"\r\n"):
-                if line[:15].lower() == b"content-length:":
-                    length = int(line[15:])
-            await reader.readexactly(length)
+            head = await round_trip(reader, writer, request)
             record.append(time.perf_counter() - t0)
             bad[0] += not head.startswith(b"HTTP/1.1 202")
     finally:
@@ -300,19 +294,12 @@ async def main(args: argparse.Namespace) -> list[str]:
 
 
 def write_doc(lines: list[str]) -> None:
-    text = DOC.read_text()
-    block = "\n".join([BEGIN, *lines, END])
-    if BEGIN in text:
-        head, rest = text.split(BEGIN, 1)
-        text = head + block + rest.split(END, 1)[1]
-    else:
-        method = (__doc__ or "").split("Method (docs/benchmarks.md): ")[1].split("Run:")[0]
-        text = (
-            text.rstrip()
-            + "\n\n## Notarization service (`python -m bench.notary_api --write-doc`)\n\n"
-        )
-        text += "Method (`bench/notary_api.py`): " + method.strip() + "\n\n" + block + "\n"
-    DOC.write_text(text)
+    write_section(
+        "notary-api",
+        "Notarization service (`python -m bench.notary_api --write-doc`)",
+        (__doc__ or "").split("Method (docs/benchmarks.md): ")[1].split("Run:")[0],
+        lines,
+    )
 
 
 if __name__ == "__main__":

@@ -44,14 +44,13 @@ from entryway_sdk import Entryway, PendingUserOperation, SmartWallet
 from entryway_sdk.transport import ServiceApi
 from eth_account import Account
 
+from bench.docs import write_section
 from bench.sponsor_report import OpTrace, Phase, report
 from bench.sponsor_service import RunningService, entryway_up, machine_cpu, own_cpu
 
 CHAIN_ID = 80002
 CREDITS = 10**11
 CALL = {"to": "0x000000000000000000000000000000000000bEEF", "value": 0}
-DOC = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
-BEGIN, END = "<!-- sponsor:begin -->", "<!-- sponsor:end -->"
 _current: ContextVar[OpTrace | None] = ContextVar("sponsor_trace", default=None)
 
 
@@ -247,16 +246,12 @@ async def main(args: argparse.Namespace) -> tuple[list[str], dict[str, Any]]:
 
 
 def write_doc(lines: list[str]) -> None:
-    text = DOC.read_text()
-    block = "\n".join([BEGIN, *lines, END])
-    if BEGIN in text:
-        head, rest = text.split(BEGIN, 1)
-        text = head + block + rest.split(END, 1)[1]
-    else:
-        method = (__doc__ or "").split("Run:")[0].split("\n\n", 1)[1].strip()
-        header = "## Sponsorship (`python -m bench.sponsor --write-doc`)"
-        text = text.rstrip() + f"\n\n{header}\n\n{method}\n\n{block}\n"
-    DOC.write_text(text)
+    write_section(
+        "sponsor",
+        "Sponsorship (`python -m bench.sponsor --write-doc`)",
+        (__doc__ or "").split("Run:")[0].split("\n\n", 1)[1],
+        lines,
+    )
 
 
 if __name__ == "__main__":

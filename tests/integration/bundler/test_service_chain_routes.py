@@ -23,7 +23,7 @@ from entryway.domain.apikeys import KeyEnvironment
 from entryway.domain.plans import PlanName
 from entryway.domain.signatures import sign_digest
 from entryway.domain.tasks import RetryTaskError
-from entryway.domain.userop import UserOperation, user_op_hash
+from entryway.domain.userop import user_op_hash
 from entryway.paymaster.erc7677 import PaymasterChain, PaymasterRpc
 from entryway.paymaster.settlement import (
     SETTLE_TASK,
@@ -40,6 +40,7 @@ from entryway.storage.policies import PolicyStore, SqlSponsorshipUsage
 from entryway.storage.store import Store
 from entryway.storage.tasks import TaskQueue
 from tests.integration.harness import ETHER, Harness
+from tests.integration.test_erc7677 import with_fields
 
 CHAIN = 80002
 
@@ -202,15 +203,6 @@ async def test_network_connection_problems_list_the_failed_checks(
     assert r.status_code == 200 and r.json()["chainId"] == CHAIN
     listed = (await client.get("/sdk-defaults", headers=auth)).json()["chains"]
     assert list(listed) == [str(CHAIN)]  # the unhealthy chains are left out
-
-
-def with_fields(op: UserOperation, result: dict[str, Any]) -> UserOperation:
-    return op.with_paymaster(
-        result["paymaster"],
-        int(result["paymasterVerificationGasLimit"], 16),
-        int(result["paymasterPostOpGasLimit"], 16),
-        bytes.fromhex(result["paymasterData"][2:]),
-    )
 
 
 async def test_sponsorship_through_the_service_holds_then_settles_on_the_receipt(
