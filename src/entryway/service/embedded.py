@@ -108,20 +108,21 @@ async def run_embedded(
             )
         events = WebhookStore(engine)
         platform.meter.on_alert = _alert_events(events)
-        await _start_paymaster(stack, services, store, devnet, events, settings.deposit_alert_wei)
-        assert services.settler is not None
+        settler = await _start_paymaster(
+            stack, services, store, devnet, events, settings.deposit_alert_wei
+        )
+        notary, notary_handlers = _start_notary(services, devnet, engine, events)
         handlers: dict[str, Handler] = {
-            **_start_notary(services, devnet, engine, events),
+            **notary_handlers,
             **wallet_task_handlers(services),
-            SETTLE_TASK: SettleHandler(services.settler),
+            SETTLE_TASK: SettleHandler(settler),
         }
         if settings.worker:
             await stack.enter_async_context(
                 running_worker(engine, usage=store, price_book=services.prices, handlers=handlers)
             )
-        assert services.notary is not None
         await stack.enter_async_context(
-            running_batcher(services.notary.store, services.chains, services.notary.settings)
+            running_batcher(notary.store, services.chains, notary.settings)
         )
         demo = await _demo_project(store, settings.data_dir / "demo.json", services)
         yield demo
@@ -151,19 +152,19 @@ async def _demo_project(store: Store, path: Path, services: Services) -> dict[st
 
 def _start_notary(
     services: Services, devnet: Devnet, engine: AsyncEngine, events: WebhookStore
-) -> dict[str, Handler]:
+) -> tuple[Notary, dict[str, Handler]]:
     """Notarization: intake for every chain, anchoring from the notary key as durable tasks
     (the returned worker handlers), batches sealed by the batcher."""
     notaries = NotaryStore(engine)
     settings = NotarySettings()
-    services.notary = Notary(notaries, services.chains, settings)
+    notary = services.notary = Notary(notaries, services.chains, settings)
     anchorers = {
         c.chain_id: Anchorer(
             Transactor(c.eth, devnet.keys.notary_submitter, c.chain_id), c.deployment.notary
         )
         for c in services.chains.values()
     }
-    return dict(notary_handlers(notaries, anchorers, events))
+    return notary, dict(notary_handlers(notaries, anchorers, events))
 
 
 def _alert_events(events: WebhookStore) -> AlertHook:
@@ -201,9 +202,10 @@ async def _start_paymaster(
     devnet: Devnet,
     events: WebhookStore,
     deposit_alert_wei: int,
-) -> None:
+) -> SponsorshipSettler:
     """ERC-7677 on every chain with the devnet's paymaster signer (a key file in the data
-    directory, never the database), and the settler that turns holds into final charges."""
+    directory, never the database), the settler that turns holds into final charges, and the
+    deposit watchers."""
     chains = services.chains.values()
     services.paymaster = PaymasterRpc(
         {
@@ -248,6 +250,7 @@ async def _start_paymaster(
         )
         task = asyncio.create_task(_watch_deposit(services, watcher))
         stack.callback(task.cancel)
+    return settler
 
 
 DEPOSIT_CHECK_SECONDS = 30.0
