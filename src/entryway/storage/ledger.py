@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, TypeVar
@@ -186,8 +186,9 @@ class Ledger:
         status: UsageStatus = UsageStatus.SETTLED,
     ) -> UsageRecord:
         """Charge `credits` FIFO from the project's lots, once per idempotency key."""
-        charge = Charge(project_id, idempotency_key, operation, credits, at, context, quote, status)
-        return await self._unit(lambda db: self._charge(db, charge))
+        return await self._one(
+            Charge(project_id, idempotency_key, operation, credits, at, context, quote, status)
+        )
 
     async def record_many(self, charges: Sequence[Charge]) -> list[UsageRecord]:
         """Several charges in one transaction (group commit): each as `record_usage` would
@@ -230,22 +231,19 @@ class Ledger:
                 )
             ).all()
         }
-        fresh = [(i, c) for i, c in batch if c.idempotency_key not in known]
+        fresh = [c.at for _, c in batch if c.idempotency_key not in known]
         done: dict[int, UsageRecord] = {}
+        account = CreditAccount()
         if fresh:
             await self._lock_project(db, project_id)
-            times = [c.at for _, c in fresh]
-            account = await self._live_account(db, project_id, min(times), max(times))
+            account = await self._live_account(db, project_id, min(fresh), max(fresh))
         events: list[dict[str, Any]] = []
         draws: list[dict[str, Any]] = []
         lot_deltas: dict[str, int] = {}
         overage_total = 0
         for i, c in batch:
-            if c.idempotency_key in known:
-                first = known[c.idempotency_key]
-                done[i] = UsageRecord(
-                    first.event_id, first.credits, first.overage, True, first.status
-                )
+            if c.idempotency_key in known:  # charged before, or earlier in this batch
+                done[i] = replace(known[c.idempotency_key], duplicate=True)
                 continue
             account, used = account.consume(c.credits, c.at)
             event_id = str(uuid.uuid4())
@@ -289,45 +287,10 @@ class Ledger:
 
     async def _one(self, charge: Charge) -> UsageRecord:
         async def work(db: AsyncConnection) -> UsageRecord:
-            return await self._charge(db, charge)
+            done = await self._charge_project(db, charge.project_id, [(0, charge)])
+            return done[0]
 
         return await self._unit(work)
-
-    async def _charge(self, db: AsyncConnection, c: Charge) -> UsageRecord:
-        existing = await self._event(db, c.project_id, c.idempotency_key)
-        if existing is not None:
-            return UsageRecord(
-                existing.event_id,
-                existing.credits,
-                existing.overage,
-                True,
-                UsageStatus(existing.status),
-            )
-        await self._lock_project(db, c.project_id)
-        event_id = str(uuid.uuid4())
-        ctx = c.context or UsageContext()
-        await db.execute(
-            insert(usage_events).values(
-                event_id=event_id,
-                project_id=c.project_id,
-                idempotency_key=c.idempotency_key,
-                operation=c.operation,
-                credits=c.credits,
-                overage=0,
-                created_at=c.at,
-                key_id=ctx.key_id,
-                endpoint=ctx.endpoint,
-                chain_id=ctx.chain_id,
-                subject=ctx.subject,
-                policy_id=ctx.policy_id,
-                reference=ctx.reference,
-                status=c.status.value,
-                breakdown=_breakdown(c.quote),
-                settled_at=c.at if c.status is UsageStatus.SETTLED else None,
-            )
-        )
-        overage = await self._draw(db, c.project_id, event_id, c.credits, c.at, fresh=True)
-        return UsageRecord(event_id, c.credits, overage, False, c.status)
 
     async def hold(
         self,
@@ -459,11 +422,9 @@ class Ledger:
         event_id: str,
         credits: int,
         at: datetime,
-        *,
-        fresh: bool = False,
     ) -> int:
-        """Take `credits` FIFO for an event; what no lot covers is overage. Returns it.
-        `fresh`: the event has no draws yet (a new charge), so each is a plain insert."""
+        """Take `credits` more FIFO for an event (a settlement dearer than its hold); what no
+        lot covers is overage. Returns it."""
         account = await self._live_account(db, project_id, at) if credits else CreditAccount()
         _, consumption = account.consume(credits, at)
         for draw in consumption.draws:
@@ -472,14 +433,7 @@ class Ledger:
                 .where(credit_lots.c.lot_id == draw.lot_id)
                 .values(remaining=credit_lots.c.remaining - draw.credits)
             )
-            if fresh:
-                await db.execute(
-                    insert(usage_draws).values(
-                        event_id=event_id, lot_id=draw.lot_id, credits=draw.credits
-                    )
-                )
-            else:
-                await self._add_draw(db, event_id, draw)
+            await self._add_draw(db, event_id, draw)
         if consumption.overage:
             await self._shift_overage(db, project_id, event_id, consumption.overage)
         return consumption.overage
