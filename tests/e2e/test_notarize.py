@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 from tests.e2e.test_up import service  # noqa: F401 - the fixture
-
-ENTRYWAY = str(Path(sys.executable).with_name("entryway"))
+from tests.running import ENTRYWAY
 
 
 async def verify(*args: str) -> tuple[int, str]:

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from entryway.devnet.anvil import free_port
-from tests.e2e.test_up import start, stop
+from tests.running import start, stop
 
 SCHEMATHESIS = str(Path(sys.executable).with_name("schemathesis"))
 STABLE_OPERATION_IDS = {

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 
 from entryway.devnet.anvil import free_port
-from tests.e2e.test_up import ENTRYWAY, start, stop
+from tests.running import ENTRYWAY, start, stop
 
 
 async def worker(data_dir: Path) -> asyncio.subprocess.Process:

@@ -6,10 +6,8 @@ installing it (`pip install -e sdk` does the same)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import secrets
-import signal
 import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -24,9 +22,8 @@ if str(SDK_SRC) not in sys.path:
     sys.path.insert(0, str(SDK_SRC))
 
 from entryway.devnet.anvil import free_port  # noqa: E402 - after the path is set
+from tests.running import start, stop  # noqa: E402
 from tests.sdk.fakes import Fake  # noqa: E402
-
-ENTRYWAY = str(Path(sys.executable).with_name("entryway"))
 
 
 @dataclass(frozen=True)
@@ -67,36 +64,11 @@ class Service:
         return str(r.json()["apiKey"])
 
 
-async def _start(data_dir: Path, port: int) -> asyncio.subprocess.Process:
-    proc = await asyncio.create_subprocess_exec(
-        ENTRYWAY, "up", "--data-dir", str(data_dir), "--port", str(port), "--base-port", "0",
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
-    )  # fmt: skip
-    async with httpx.AsyncClient() as http:
-        for _ in range(600):
-            try:
-                if (await http.get(f"http://127.0.0.1:{port}/healthz")).status_code == 200:
-                    return proc
-            except httpx.HTTPError:
-                pass
-            if proc.returncode is not None:
-                raise AssertionError("entryway up exited")
-            await asyncio.sleep(0.1)
-    await _stop(proc)
-    raise AssertionError("entryway up did not become healthy")
-
-
-async def _stop(proc: asyncio.subprocess.Process) -> None:
-    if proc.returncode is None:
-        proc.send_signal(signal.SIGINT)
-        await asyncio.wait_for(proc.wait(), 30)
-
-
 @pytest.fixture(scope="session")
 async def service(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Service]:
     data_dir = tmp_path_factory.mktemp("entryway-sdk")
     port = free_port()
-    proc = await _start(data_dir, port)
+    proc = await start(data_dir, port)
     try:
         demo = json.loads((data_dir / "demo.json").read_text())
         yield Service(
@@ -108,7 +80,7 @@ async def service(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Ser
             data_dir=data_dir,
         )
     finally:
-        await _stop(proc)
+        await stop(proc)
 
 
 @pytest.fixture
