@@ -35,7 +35,7 @@ import asyncpg
 import httpx
 
 from bench.docs import write_section
-from bench.rawhttp import round_trip
+from bench.rawhttp import drive
 from entryway.devnet.anvil import free_port
 from entryway.devnet.devnet import Devnet
 from entryway.domain.apikeys import KeyEnvironment
@@ -81,47 +81,21 @@ async def tenant(url: str) -> tuple[str, str]:
     return pid, key.secret
 
 
-async def _user(
-    host: str, port: int, request: bytes, until: list[float], record: list[float], bad: list[int]
-) -> None:
-    """One keep-alive connection sending the request back to back. A minimal HTTP/1.1 client:
-    httpx costs more CPU per request than the server does here, and would be what we measure."""
-    reader, writer = await asyncio.open_connection(host, port)
-    try:
-        while time.perf_counter() < until[0]:
-            t0 = time.perf_counter()
-            head = await round_trip(reader, writer, request)
-            record.append(time.perf_counter() - t0)
-            bad[0] += not head.startswith(b"HTTP/1.1 200")
-    finally:
-        writer.close()
-
-
 async def load(base: str, key: str, concurrency: int, seconds: float) -> dict[str, float]:
-    host, port = base.removeprefix("http://").split(":")
+    host = base.removeprefix("http://").split(":")[0]
     request = (
         f"GET /get-sdk-defaults?chainId={CHAIN_ID} HTTP/1.1\r\nHost: {host}\r\n"
         f"Authorization: Bearer {key}\r\n\r\n"
     ).encode()
-    warm: list[float] = []
-    until = [time.perf_counter() + 2.0]  # warm-up
-    await asyncio.gather(
-        *(_user(host, int(port), request, until, warm, [0]) for _ in range(concurrency))
+    run = await drive(
+        base, lambda: request, ok=b"HTTP/1.1 200", concurrency=concurrency, seconds=seconds
     )
-    latencies: list[float] = []
-    errors = [0]
-    started = time.perf_counter()
-    until[0] = started + seconds
-    await asyncio.gather(
-        *(_user(host, int(port), request, until, latencies, errors) for _ in range(concurrency))
-    )
-    elapsed = time.perf_counter() - started
-    ordered = sorted(latencies)
+    ordered = sorted(run.latencies)
     return {
-        "rps": len(latencies) / elapsed,
+        "rps": len(ordered) / run.elapsed,
         "p50_ms": 1000 * statistics.median(ordered),
         "p99_ms": 1000 * ordered[int(len(ordered) * 0.99)],
-        "errors": errors[0],
+        "errors": run.errors,
     }
 
 

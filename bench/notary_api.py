@@ -41,7 +41,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bench.api import drop_database, fresh_database, tenant
 from bench.docs import write_section
-from bench.rawhttp import round_trip
+from bench.rawhttp import drive
 from entryway.chain.rpc import EthClient, JsonRpcClient
 from entryway.chain.transactor import Transactor
 from entryway.devnet.anvil import free_port
@@ -85,52 +85,25 @@ def _bulk(host: str, key: str) -> bytes:
     )
 
 
-async def _user(
-    host: str,
-    port: int,
-    make: str,
-    key: str,
-    until: list[float],
-    record: list[float],
-    bad: list[int],
-) -> None:
-    """One keep-alive connection sending requests back to back (a fresh body each)."""
-    reader, writer = await asyncio.open_connection(host, port)
-    build = _bulk if make == "bulk" else _single
-    try:
-        while time.perf_counter() < until[0]:
-            request = build(host, key)
-            t0 = time.perf_counter()
-            head = await round_trip(reader, writer, request)
-            record.append(time.perf_counter() - t0)
-            bad[0] += not head.startswith(b"HTTP/1.1 202")
-    finally:
-        writer.close()
-
-
 async def load(
     base: str, key: str, make: str, concurrency: int, seconds: float
 ) -> dict[str, float]:
-    host, port = base.removeprefix("http://").split(":")
-    until = [time.perf_counter() + 2.0]
-    warm: list[float] = []
-    await asyncio.gather(
-        *(_user(host, int(port), make, key, until, warm, [0]) for _ in range(concurrency))
+    """Fresh hashes each request: one per request, or BULK with make="bulk"."""
+    host = base.removeprefix("http://").split(":")[0]
+    build = _bulk if make == "bulk" else _single
+    run = await drive(
+        base,
+        lambda: build(host, key),
+        ok=b"HTTP/1.1 202",
+        concurrency=concurrency,
+        seconds=seconds,
     )
-    latencies: list[float] = []
-    errors = [0]
-    started = time.perf_counter()
-    until[0] = started + seconds
-    await asyncio.gather(
-        *(_user(host, int(port), make, key, until, latencies, errors) for _ in range(concurrency))
-    )
-    elapsed = time.perf_counter() - started
     per_request = BULK if make == "bulk" else 1
     return {
-        "requests": len(warm) + len(latencies),
-        "hashes_per_s": per_request * (len(latencies) - errors[0]) / elapsed,
-        "p50_ms": 1000 * statistics.median(latencies),
-        "errors": errors[0],
+        "requests": run.warm_requests + len(run.latencies),
+        "hashes_per_s": per_request * (len(run.latencies) - run.errors) / run.elapsed,
+        "p50_ms": 1000 * statistics.median(run.latencies),
+        "errors": run.errors,
     }
 
 

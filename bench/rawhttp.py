@@ -4,6 +4,9 @@ servers under test do, and would be what a benchmark measured."""
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
 
 
 async def round_trip(
@@ -19,3 +22,46 @@ async def round_trip(
             length = int(line[15:])
     await reader.readexactly(length)
     return head
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    latencies: list[float]  # seconds, one per request answered in the measured window
+    errors: int  # answers that did not start with the expected status line
+    elapsed: float
+    warm_requests: int
+
+
+async def drive(
+    base: str,
+    request: Callable[[], bytes],
+    *,
+    ok: bytes,
+    concurrency: int,
+    seconds: float,
+    warmup: float = 2.0,
+) -> Run:
+    """`concurrency` keep-alive connections sending `request()` back to back: `warmup`
+    seconds unmeasured, then `seconds` measured."""
+    host, port = base.removeprefix("http://").split(":")
+
+    async def user(until: float, record: list[float], bad: list[int]) -> None:
+        reader, writer = await asyncio.open_connection(host, int(port))
+        try:
+            while time.perf_counter() < until:
+                body = request()
+                t0 = time.perf_counter()
+                head = await round_trip(reader, writer, body)
+                record.append(time.perf_counter() - t0)
+                bad[0] += not head.startswith(ok)
+        finally:
+            writer.close()
+
+    warm: list[float] = []
+    stop = time.perf_counter() + warmup
+    await asyncio.gather(*(user(stop, warm, [0]) for _ in range(concurrency)))
+    latencies: list[float] = []
+    errors = [0]
+    started = time.perf_counter()
+    await asyncio.gather(*(user(started + seconds, latencies, errors) for _ in range(concurrency)))
+    return Run(latencies, errors[0], time.perf_counter() - started, len(warm))
