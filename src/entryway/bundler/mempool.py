@@ -45,18 +45,11 @@ class MempoolEntry:
 
     @property
     def max_gas(self) -> int:
-        op = self.op
-        return (
-            op.pre_verification_gas
-            + op.verification_gas_limit
-            + op.call_gas_limit
-            + op.paymaster_verification_gas_limit
-            + op.paymaster_post_op_gas_limit
-        )
+        return self.op.max_gas
 
     @property
     def max_cost(self) -> int:
-        return self.max_gas * self.op.max_fee_per_gas
+        return self.op.required_prefund
 
     def entities(self) -> Iterator[tuple[str, str, bool]]:
         """(role, address, staked) for the factory and paymaster it uses."""

@@ -111,7 +111,7 @@ async def build_bundler(eth: EthClient, settings: StandaloneSettings) -> Bundler
         l1_fee_oracle=oracle,
     )
     validator = Validator(
-        Simulator(eth, entry_point), sender_creator, rules, tracing=settings.tracing
+        Simulator(eth, entry_point), sender_creator, rules, chain_id, tracing=settings.tracing
     )
     executors = [TransactionManager(eth, key, chain_id) for key in settings.executor_keys]
     bundler = Bundler(eth, executors, validator, config)

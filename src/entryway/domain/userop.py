@@ -83,6 +83,22 @@ class UserOperation:
             + self.paymaster_data
         )
 
+    @property
+    def max_gas(self) -> int:
+        """All the gas the op may be charged for (the EntryPoint's `requiredGas`)."""
+        return (
+            self.pre_verification_gas
+            + self.verification_gas_limit
+            + self.call_gas_limit
+            + self.paymaster_verification_gas_limit
+            + self.paymaster_post_op_gas_limit
+        )
+
+    @property
+    def required_prefund(self) -> int:
+        """What validation must leave deposited for the op: its max gas at its max fee."""
+        return self.max_gas * self.max_fee_per_gas
+
     def packed(self) -> tuple[str, int, bytes, bytes, bytes, int, bytes, bytes, bytes]:
         """The PackedUserOperation tuple, in ABI order."""
         return (

@@ -44,7 +44,7 @@ def quote(credits: int) -> Quote:
 @settings(
     max_examples=12,
     deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(history=steps)
 async def test_random_ledger_histories_in_the_database(

@@ -1,9 +1,21 @@
 """Validation by simulation: `simulateValidation` of EntryPointSimulations run at the
-EntryPoint's address through a state override, traced by the struct logger, judged by the
-ERC-7562 rules."""
+EntryPoint's address through a state override, and the entities' validation calls traced by
+the struct logger and judged by the ERC-7562 rules.
+
+Two node calls run side by side for a traced validation. The op's result (validation data,
+prefund, stakes, FailedOp) comes from an untraced `simulateValidation` of the release's
+EntryPointSimulations. The trace comes from `traceValidation` (contracts/
+EntrywaySimulations.sol), which makes only the calls the EntryPoint makes to the op's
+factory, account and paymaster, with the same calldata, gas limits and order: about a fifth
+of the steps of a traced `simulateValidation`, whose other four fifths are the EntryPoint's
+own bookkeeping that no ERC-7562 rule looks at. EIP-7702 ops, and any op whose replay does
+not run as its simulation did, are traced through `simulateValidation` itself.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from dataclasses import replace
 from typing import Any
 
@@ -26,12 +38,15 @@ from entryway.bundler.validation.trace import (
     ValidationTrace,
     parse_struct_logs,
 )
+from entryway.bundler.validation.validation_calls import validation_calls
 from entryway.chain.rpc import EthClient, RpcError
 from entryway.contracts.abi import DecodedError
 from entryway.domain.evm import hex_to_bytes, keccak, to_hex
-from entryway.domain.userop import UserOperation
+from entryway.domain.userop import UserOperation, user_op_hash
 
+log = logging.getLogger("entryway.bundler")
 SIMULATIONS = contracts.load("EntryPointSimulations")
+REPLAY = contracts.load("EntrywaySimulations")  # traceValidation
 # Validation may not take more than this, whatever the op's limits say.
 SIMULATION_GAS_CAP = 20_000_000
 # Simulate on the pending state: a bundle lands after what the node already holds, and a
@@ -74,6 +89,7 @@ class Simulator:
         self.eth = eth
         self.entry_point = entry_point
         self.override = {entry_point: {"code": to_hex(SIMULATIONS.deployed_bytecode)}}
+        self.replay_override = {entry_point: {"code": to_hex(REPLAY.deployed_bytecode)}}
 
     def _call_object(self, data: bytes) -> dict[str, str]:
         return {"to": self.entry_point, "data": to_hex(data), "gas": hex(SIMULATION_GAS_CAP)}
@@ -94,10 +110,20 @@ class Simulator:
         return SIMULATIONS.abi.decode_output(fn, raw)
 
     async def trace(
-        self, fn: str, *args: Any, tracer: str | None = None, extra: dict[str, Any] | None = None
+        self,
+        fn: str,
+        *args: Any,
+        tracer: str | None = None,
+        extra: dict[str, Any] | None = None,
+        replay: bool = False,
     ) -> Any:
-        data = SIMULATIONS.abi.encode_call(fn, *args)
-        options: dict[str, Any] = {"stateOverrides": self._override(extra)}
+        """debug_traceCall of `fn` at the EntryPoint: of EntryPointSimulations, or with
+        `replay` of EntrywaySimulations (whose `traceValidation` replays an op's entity calls).
+        """
+        code = REPLAY if replay else SIMULATIONS
+        data = code.abi.encode_call(fn, *args)
+        override = self.replay_override if replay else self.override
+        options: dict[str, Any] = {"stateOverrides": {**(extra or {}), **override}}
         if tracer is None:
             options.update(_STRUCT_LOGGER)
         else:
@@ -128,11 +154,13 @@ class Validator:
         simulator: Simulator,
         sender_creator: str,
         settings: RuleSettings,
+        chain_id: int,
         *,
         tracing: bool = True,
     ) -> None:
         self.simulator = simulator
         self.sender_creator = sender_creator
+        self.chain_id = chain_id
         self.settings = settings
         self.tracing = tracing
 
@@ -160,13 +188,53 @@ class Validator:
                     access.result = len(await self.simulator.eth.get_code(access.target))
 
     async def _traced(self, op: UserOperation, extra: dict[str, Any] | None) -> ValidationOutcome:
+        if op.is_eip7702:
+            return await self._judged(op, extra, *await self._trace_simulation(op, extra))
+        entry_point = self.simulator.entry_point
+        calls = validation_calls(
+            op, user_op_hash(op, entry_point, self.chain_id), self.sender_creator
+        )
+        simulated, replayed = await asyncio.gather(
+            self.simulator.call("simulateValidation", op.packed(), extra=extra),
+            self.simulator.trace("traceValidation", calls.as_tuple(), extra=extra, replay=True),
+            return_exceptions=True,
+        )
+        if isinstance(simulated, BaseException):
+            raise simulated  # the op's own failure comes first, whatever the trace says
+        if isinstance(replayed, BaseException):
+            raise replayed
+        outcome = _outcome(simulated)
+        ran = REPLAY.abi.decode_output(
+            "traceValidation", hex_to_bytes(replayed.get("returnValue") or "0x")
+        )
+        if replayed.get("failed") or ran[0] != calls.phases:
+            # Simulation passed and its replay did not: trust only the full trace.
+            log.warning("validation replay of %s diverged; tracing simulateValidation", op.sender)
+            return await self._judged(op, extra, *await self._trace_simulation(op, extra))
+        return await self._judged(op, extra, outcome, replayed["structLogs"], calls.as_tuple())
+
+    async def _trace_simulation(
+        self, op: UserOperation, extra: dict[str, Any] | None
+    ) -> tuple[ValidationOutcome, Any, None]:
         result = await self.simulator.trace("simulateValidation", op.packed(), extra=extra)
         output = hex_to_bytes(result.get("returnValue") or "0x")
         if result.get("failed"):
             raise revert_error(output, "simulateValidation reverted")
         outcome = _outcome(SIMULATIONS.abi.decode_output("simulateValidation", output))
+        return outcome, result["structLogs"], None
+
+    async def _judged(
+        self,
+        op: UserOperation,
+        extra: dict[str, Any] | None,
+        outcome: ValidationOutcome,
+        steps: Any,
+        replayed_calls: tuple[Any, ...] | None,
+    ) -> ValidationOutcome:
+        """ERC-7562 on the trace's steps; `replayed_calls` says which call they trace
+        (traceValidation with these arguments, or simulateValidation when None)."""
         trace = parse_struct_logs(
-            result["structLogs"],
+            steps,
             entry_point=self.simulator.entry_point,
             sender_creator=self.sender_creator,
             sender=op.sender,
@@ -186,9 +254,18 @@ class Validator:
         try:
             violations = check(trace, who, self.settings, context)
         except PreimagesNeeded:
-            preimages = await self.simulator.trace(
-                "simulateValidation", op.packed(), tracer=KECCAK_COLLECTOR, extra=extra
-            )
+            if replayed_calls is None:
+                preimages = await self.simulator.trace(
+                    "simulateValidation", op.packed(), tracer=KECCAK_COLLECTOR, extra=extra
+                )
+            else:
+                preimages = await self.simulator.trace(
+                    "traceValidation",
+                    replayed_calls,
+                    tracer=KECCAK_COLLECTOR,
+                    extra=extra,
+                    replay=True,
+                )
             trace.keccak_preimages = [hex_to_bytes(p) for p in preimages]
             violations = check(trace, who, self.settings, context)
         if violations:
