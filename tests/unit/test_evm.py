@@ -1,6 +1,9 @@
 from __future__ import annotations
 
 import pytest
+from eth_utils.address import to_checksum_address
+from hypothesis import given
+from hypothesis import strategies as st
 
 from entryway import contracts
 from entryway.deploy.plan import (
@@ -12,7 +15,7 @@ from entryway.deploy.plan import (
     Operator,
     plan_deployment,
 )
-from entryway.domain.evm import create2_address, create_address
+from entryway.domain.evm import checksum, create2_address, create_address
 
 
 def test_create2_matches_the_eip_1014_examples() -> None:
@@ -54,3 +57,35 @@ def test_addresses_depend_on_the_operator_but_not_on_the_chain() -> None:
     assert plan_a.paymaster.address != plan_b.paymaster.address
     assert plan_a.notary.address != plan_b.notary.address
     assert plan_a == plan_deployment(a)
+
+
+# The EIP-55 specification's own examples.
+EIP55_EXAMPLES = [
+    "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
+    "0xfB6916095ca1df60bB79Ce92cE3Ea74c37c5d359",
+    "0xdbF03B407c01E7cD3CBea99509d93f8DDDC8C6FB",
+    "0xD1220A0cf47c7B9Be7A2E6BA89F429762e7b9aDb",
+]
+
+
+@pytest.mark.parametrize("address", EIP55_EXAMPLES)
+def test_checksum_gives_the_eip55_form_from_any_spelling(address: str) -> None:
+    raw = bytes.fromhex(address[2:])
+    assert checksum(address.lower()) == address
+    assert checksum(address.upper().replace("0X", "0x")) == address
+    assert checksum(address[2:].lower()) == address
+    assert checksum(raw) == address
+
+
+@given(st.binary(min_size=20, max_size=20))
+def test_checksum_agrees_with_eth_utils(raw: bytes) -> None:
+    assert checksum(raw) == to_checksum_address(raw)
+    assert checksum("0x" + raw.hex()) == to_checksum_address(raw)
+
+
+@pytest.mark.parametrize(
+    "bad", ["0x1234", "0x" + "g" * 40, "0x" + "00" * 21, b"\x00" * 19, "", 1234]
+)
+def test_checksum_refuses_what_is_no_address(bad: object) -> None:
+    with pytest.raises(ValueError):
+        checksum(bad)  # type: ignore[arg-type]

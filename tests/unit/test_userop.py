@@ -1,15 +1,18 @@
 from __future__ import annotations
 
 import pytest
+from eth_abi.abi import encode
 from hypothesis import given
 from hypothesis import strategies as st
 
-from entryway.domain.evm import checksum
+from entryway.domain.evm import checksum, keccak
 from entryway.domain.userop import (
+    PACKED_USEROP_TYPEHASH,
     UserOperation,
     pack_uint128_pair,
     unpack_uint128_pair,
     user_op_hash,
+    user_op_struct_hash,
 )
 
 uint128 = st.integers(min_value=0, max_value=2**128 - 1)
@@ -105,3 +108,30 @@ def test_every_signed_field_changes_the_hash() -> None:
     hashes = {user_op_hash(replace(op, **{k: v}), ep, 1) for k, v in changes.items()}
     hashes.add(user_op_hash(op, ep, 1))
     assert len(hashes) == len(changes) + 1
+
+
+@given(user_ops())
+def test_the_written_out_encoding_is_eth_abis(op: UserOperation) -> None:
+    packed_type = "(address,uint256,bytes,bytes,bytes32,uint256,bytes32,bytes,bytes)"
+    assert (32).to_bytes(32, "big") + op.abi_encoded() == encode([packed_type], [op.packed()])
+
+
+@given(user_ops())
+def test_the_struct_hash_is_the_abi_encoded_one(op: UserOperation) -> None:
+    expected = keccak(
+        encode(
+            ["bytes32", "address", "uint256", *["bytes32"] * 3, "uint256", *["bytes32"] * 2],
+            [
+                PACKED_USEROP_TYPEHASH,
+                op.sender,
+                op.nonce,
+                keccak(op.init_code),
+                keccak(op.call_data),
+                op.account_gas_limits,
+                op.pre_verification_gas,
+                op.gas_fees,
+                keccak(op.paymaster_and_data),
+            ],
+        )
+    )
+    assert user_op_struct_hash(op) == expected

@@ -11,6 +11,7 @@ from enum import StrEnum
 from typing import Any
 
 from entryway import contracts
+from entryway.bundler.blockclock import BlockClock
 from entryway.bundler.bundling import BUNDLE_OVERHEAD_GAS, BundleLimits, select_bundle
 from entryway.bundler.errors import BundlerError, RpcErrorCode, invalid_params
 from entryway.bundler.gas.l1fee import L1FeeQuoter
@@ -18,6 +19,7 @@ from entryway.bundler.gas.pvg import minimum_pre_verification_gas, pre_verificat
 from entryway.bundler.mempool import Mempool, MempoolEntry, MempoolLimits
 from entryway.bundler.receipts import ReceiptReader
 from entryway.bundler.reputation import Reputation, ReputationStatus
+from entryway.bundler.schedule import BundleSchedule
 from entryway.bundler.submission import TransactionDroppedError, TransactionManager
 from entryway.bundler.validation.outcome import ValidationData, ValidationOutcome
 from entryway.bundler.validation.rules import RuleSettings, StakeInfo
@@ -33,7 +35,8 @@ from entryway.domain.eip7702 import delegate_of
 from entryway.domain.userop import UserOperation, user_op_hash
 
 log = logging.getLogger("entryway.bundler")
-HEAD_TTL_S = 0.25
+HEAD_TTL_S = 0.1  # how stale a head read a newly sent op may be judged against
+AUTO_TICK_S = 0.05  # how often auto mode asks the schedule
 AUTHORIZATION_GAS = 25_000  # EIP-7702 PER_EMPTY_ACCOUNT_COST, charged per authorization
 EP = contracts.load("EntryPoint").abi
 
@@ -58,8 +61,9 @@ class BundlerConfig:
     chain_id: int
     beneficiary: str | None = None
     mode: BundlingMode = BundlingMode.AUTO
-    auto_bundle_interval_s: float = 1.0
-    auto_bundle_mempool_size: int = 10  # bundle at once when this many ops wait
+    auto_bundle_interval_s: float = 1.0  # between bundles where blocks come irregularly
+    auto_bundle_mempool_size: int = 64  # bundle at once when this many ops wait
+    head_poll_s: float = 0.1  # how often the latest block number is read (auto mode)
     tracing: bool = True
     rules: RuleSettings = field(default_factory=lambda: RuleSettings(min_stake_wei=10**18))
     sanity: SanityLimits = field(default_factory=SanityLimits)
@@ -110,6 +114,10 @@ class Bundler:
         self._head: tuple[int, int, int] | None = None
         self._head_read_at = 0.0
         self._head_lock = asyncio.Lock()
+        self.clock = BlockClock()
+        self.schedule = BundleSchedule(
+            self.clock, config.auto_bundle_interval_s, config.head_poll_s
+        )
 
     @property
     def beneficiary(self) -> str:
@@ -119,6 +127,7 @@ class Bundler:
 
     async def start(self) -> None:
         self._tasks.append(asyncio.create_task(self._auto_bundle_loop(), name="auto-bundle"))
+        self._tasks.append(asyncio.create_task(self._watch_head_loop(), name="head-watch"))
         self._tasks.append(asyncio.create_task(self._decay_loop(), name="reputation-decay"))
 
     async def stop(self) -> None:
@@ -181,19 +190,26 @@ class Bundler:
                 f"this bundler serves {self.config.entry_point}"
             )
 
-    async def _chain_now(self) -> tuple[int, int, int]:
-        block = await self.eth.get_block("latest")
-        base_fee = int(block.get("baseFeePerGas", "0x0"), 16)
-        return (
-            int(block["number"], 16),
-            max(int(block["timestamp"], 16), int(time.time())),
-            base_fee,
-        )
+    async def _chain_now(self, max_age_s: float = 0.0) -> tuple[int, int, int]:
+        """(latest block number, the time the next block may carry, base fee). With
+        `max_age_s`, a head read that recently is reused: ops arriving together share one
+        block read (the time still follows the wall clock)."""
+        async with self._head_lock:
+            if self._head is None or time.monotonic() - self._head_read_at > max_age_s:
+                block = await self.eth.get_block("latest")
+                self._head_read_at = time.monotonic()
+                self._head = (
+                    int(block["number"], 16),
+                    int(block["timestamp"], 16),
+                    int(block.get("baseFeePerGas", "0x0"), 16),
+                )
+            number, timestamp, base_fee = self._head
+        return number, max(timestamp, int(time.time())), base_fee
 
     async def send(self, op: UserOperation) -> bytes:
         await self._check_authorization(op)
         op_hash = await self.op_hash(op)
-        block_number, now, base_fee = await self._chain_now()
+        block_number, now, base_fee = await self._chain_now(max_age_s=HEAD_TTL_S)
         self._reject_banned(op)
         check_sanity(
             op,
@@ -212,7 +228,7 @@ class Bundler:
         if same_nonce is not None:
             self.mempool.check_replacement(same_nonce.op, op)
         self.mempool.check_roles(op, same_nonce)
-        outcome = await self.validator.validate(op, now=now)
+        outcome = await self.validator.validate(op, now=now, op_hash=op_hash)
         entry = self._entry(op, op_hash, outcome, block_number)
         await self._check_paymaster_deposit(entry)
         required = pre_verification_gas(op, outcome.pre_op_gas - op.pre_verification_gas)
@@ -305,16 +321,37 @@ class Bundler:
     # ------------------------------------------------------------------ bundling
 
     async def _auto_bundle_loop(self) -> None:
+        """Auto mode: a bundle when the schedule says (once per block, just before it is due,
+        or every interval), or at once when a full bundle's worth of ops waits."""
+        tick = min(AUTO_TICK_S, self.config.auto_bundle_interval_s)
         while True:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.config.auto_bundle_interval_s)
+                await asyncio.wait_for(self._wake.wait(), tick)
+            full = self._wake.is_set()
             self._wake.clear()
             if self.mode is not BundlingMode.AUTO or not len(self.mempool):
                 continue
+            started = time.monotonic()
+            if not full and not self.schedule.due(started):
+                continue
             try:
-                await self.bundle_once(wait=False)
+                if await self.bundle_once(wait=False) is not None:
+                    self.schedule.sent(started, time.monotonic())
             except Exception:
                 log.exception("bundling failed")
+
+    async def _watch_head_loop(self) -> None:
+        """Feeds the block clock: when each new block number was first seen."""
+        while True:
+            await asyncio.sleep(self.config.head_poll_s)
+            if self.mode is not BundlingMode.AUTO:
+                continue
+            try:
+                number = await self.eth.block_number()
+            except Exception as exc:  # the node may be down for a while; keep watching
+                log.debug("head poll failed: %s", exc)
+                continue
+            self.clock.observe(number, time.monotonic())
 
     async def _decay_loop(self) -> None:
         while True:
@@ -359,6 +396,7 @@ class Bundler:
                 self.mempool.remove(e.user_op_hash)
                 self.tracked[e.user_op_hash] = Tracked(OpStatus.SUBMITTED, tx.latest.tx_hash)
             self._in_flight[tx.latest.tx_hash] = {e.op.sender for e in ops}
+        log.info("sent a bundle of %d ops: %s", len(ops), tx.latest.tx_hash)
         follow = self._follow(executor, tx, ops)
         if wait:
             await follow

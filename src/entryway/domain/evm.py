@@ -2,19 +2,41 @@
 
 from __future__ import annotations
 
+import re
+from functools import lru_cache
+
 import rlp
-from eth_utils.address import to_checksum_address
-from eth_utils.crypto import keccak as _keccak
+from Crypto.Hash import keccak as _keccak
 
 ZERO_ADDRESS = "0x0000000000000000000000000000000000000000"
+_HEX_ADDRESS = re.compile(r"(?:0[xX])?[0-9a-fA-F]{40}")
 
 
 def keccak(data: bytes) -> bytes:
-    return bytes(_keccak(data))
+    """Keccak-256 (pycryptodome directly: a fifth of eth_utils' cost per call, and the
+    bundler hashes on every op)."""
+    return _keccak.new(data=data, digest_bits=256).digest()
 
 
 def checksum(address: str | bytes) -> str:
-    return str(to_checksum_address(address))
+    """The EIP-55 form of a 20-byte address given as bytes or as 40 hex digits (0x or not)."""
+    if isinstance(address, bytes):
+        if len(address) != 20:
+            raise ValueError(f"not a 20-byte address: {address!r}")
+        return _eip55(address.hex())
+    if not isinstance(address, str) or not _HEX_ADDRESS.fullmatch(address):
+        raise ValueError(f"not a 20-byte address: {address!r}")
+    return _eip55(address[-40:].lower())
+
+
+@lru_cache(maxsize=65_536)
+def _eip55(lower_hex: str) -> str:
+    """Cached: a bundler checksums the same few addresses (EntryPoint, senders, paymasters)
+    many times per op."""
+    digest = keccak(lower_hex.encode()).hex()
+    return "0x" + "".join(
+        c.upper() if d in "89abcdef" else c for c, d in zip(lower_hex, digest[:40], strict=True)
+    )
 
 
 def hex_to_bytes(value: str) -> bytes:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 from eth_abi.abi import encode
 
@@ -19,6 +20,16 @@ EIP712_DOMAIN_TYPEHASH = keccak(
 ENTRY_POINT_DOMAIN_NAME = b"ERC4337"
 ENTRY_POINT_DOMAIN_VERSION = b"1"
 _UINT128_MAX = 2**128 - 1
+
+
+_PACKED_OP_HEAD = 9 * 32
+
+
+def _word(value: int) -> bytes:
+    """A uint256 ABI word; negative or oversized values are refused like eth-abi does."""
+    if not 0 <= value < 2**256:
+        raise ValueError(f"{value} does not fit in uint256")
+    return value.to_bytes(32, "big")
 
 
 def pack_uint128_pair(high: int, low: int) -> bytes:
@@ -113,6 +124,30 @@ class UserOperation:
             self.signature,
         )
 
+    def abi_encoded(self) -> bytes:
+        """The PackedUserOperation tuple ABI-encoded in place (what follows the tuple's offset
+        word in calldata): exactly eth-abi's encoding, written out because the bundler
+        encodes every op several times (its hash, preVerificationGas, simulation calldata)."""
+        tails = (self.init_code, self.call_data, self.paymaster_and_data, self.signature)
+        offsets, at = [], _PACKED_OP_HEAD
+        for tail in tails:
+            offsets.append(at)
+            at += 32 + len(tail) + (-len(tail) % 32)
+        return b"".join(
+            (
+                bytes(12) + address_bytes(self.sender),
+                _word(self.nonce),
+                _word(offsets[0]),
+                _word(offsets[1]),
+                self.account_gas_limits,
+                _word(self.pre_verification_gas),
+                self.gas_fees,
+                _word(offsets[2]),
+                _word(offsets[3]),
+                *(_word(len(t)) + t + bytes(-len(t) % 32) for t in tails),
+            )
+        )
+
     def with_signature(self, signature: bytes) -> UserOperation:
         return replace(self, signature=signature)
 
@@ -167,6 +202,7 @@ def eip712_domain_separator(name: bytes, version: bytes, chain_id: int, contract
     )
 
 
+@lru_cache(maxsize=64)
 def entry_point_domain_separator(entry_point: str, chain_id: int) -> bytes:
     return eip712_domain_separator(
         ENTRY_POINT_DOMAIN_NAME, ENTRY_POINT_DOMAIN_VERSION, chain_id, entry_point
@@ -174,30 +210,20 @@ def entry_point_domain_separator(entry_point: str, chain_id: int) -> bytes:
 
 
 def user_op_struct_hash(op: UserOperation, init_code_hash: bytes | None = None) -> bytes:
+    """hashStruct of the op under PACKED_USEROP_TYPEHASH: nine static words, concatenated."""
     return keccak(
-        encode(
-            [
-                "bytes32",
-                "address",
-                "uint256",
-                "bytes32",
-                "bytes32",
-                "bytes32",
-                "uint256",
-                "bytes32",
-                "bytes32",
-            ],
-            [
+        b"".join(
+            (
                 PACKED_USEROP_TYPEHASH,
-                checksum(op.sender),
-                op.nonce,
+                bytes(12) + address_bytes(op.sender),
+                _word(op.nonce),
                 init_code_hash if init_code_hash is not None else keccak(op.init_code),
                 keccak(op.call_data),
                 op.account_gas_limits,
-                op.pre_verification_gas,
+                _word(op.pre_verification_gas),
                 op.gas_fees,
                 keccak(op.paymaster_and_data),
-            ],
+            )
         )
     )
 

@@ -13,12 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from eth_abi.abi import encode
-
 from entryway.domain.userop import UserOperation
 
 DUMMY_SIGNATURE_LENGTH = 65
-PACKED_OP_TYPE = "(address,uint256,bytes,bytes,bytes32,uint256,bytes32,bytes,bytes)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +52,7 @@ def with_full_signature(op: UserOperation) -> UserOperation:
 
 def _encoded(op: UserOperation) -> bytes:
     """The op ABI-encoded as the PackedUserOperation struct, the shape it has in handleOps."""
-    return encode([PACKED_OP_TYPE], [op.packed()])
+    return (32).to_bytes(32, "big") + op.abi_encoded()
 
 
 def tokens(data: bytes) -> int:

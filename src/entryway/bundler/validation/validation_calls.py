@@ -16,7 +16,6 @@ from entryway.domain.evm import keccak
 from entryway.domain.userop import UserOperation
 
 PACKED_USER_OPERATION = "(address,uint256,bytes,bytes,bytes32,uint256,bytes32,bytes,bytes)"
-_VALIDATION_ARGS = [PACKED_USER_OPERATION, "bytes32", "uint256"]
 CREATE_SENDER = keccak(b"createSender(bytes)")[:4]
 VALIDATE_USER_OP = keccak(f"validateUserOp({PACKED_USER_OPERATION},bytes32,uint256)".encode())[:4]
 VALIDATE_PAYMASTER_USER_OP = keccak(
@@ -62,21 +61,27 @@ def validation_calls(op: UserOperation, op_hash: bytes, sender_creator: str) -> 
     """The entity calls of a non-EIP-7702 op (an EIP-7702 op's initCode takes another path)."""
     if op.is_eip7702:
         raise ValueError("an EIP-7702 op is validated through simulateValidation's own trace")
-    packed = op.packed()
+    encoded = op.abi_encoded()
     factory_call = CREATE_SENDER + encode(["bytes"], [op.init_code]) if op.factory else b""
     paymaster_call = b""
     if op.paymaster is not None:
-        paymaster_call = VALIDATE_PAYMASTER_USER_OP + encode(
-            _VALIDATION_ARGS, [packed, op_hash, op.required_prefund]
+        paymaster_call = _validation_call(
+            VALIDATE_PAYMASTER_USER_OP, encoded, op_hash, op.required_prefund
         )
     return ValidationCalls(
         sender=op.sender,
         sender_creator=sender_creator,
         factory_call=factory_call,
-        account_call=VALIDATE_USER_OP + encode(_VALIDATION_ARGS, [packed, op_hash, 0]),
+        account_call=_validation_call(VALIDATE_USER_OP, encoded, op_hash, 0),
         verification_gas_limit=op.verification_gas_limit,
         required_prefund=op.required_prefund,
         paymaster=op.paymaster,
         paymaster_call=paymaster_call,
         paymaster_verification_gas_limit=op.paymaster_verification_gas_limit,
     )
+
+
+def _validation_call(selector: bytes, encoded_op: bytes, op_hash: bytes, amount: int) -> bytes:
+    """`selector(PackedUserOperation op, bytes32 userOpHash, uint256 amount)`: the op's offset
+    (three head words), the hash, the amount, then the op."""
+    return selector + (96).to_bytes(32, "big") + op_hash + amount.to_bytes(32, "big") + encoded_op

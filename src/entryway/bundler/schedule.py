@@ -1,0 +1,50 @@
+"""When the auto bundler sends its next bundle. Pure: the caller supplies the time.
+
+On a chain with a steady block interval: once per block, at a deadline shortly before the
+block is due (see blockclock.py), so that one bundle carries every op validated since the
+last one. The lead before the block covers the head polling period, twice the time the
+last bundles took to build and send, and a margin that grows with the interval (a slow
+chain's RPC and mempool are rarely faster than a devnet's). Without a steady interval:
+every `interval_s`, as a plain periodic bundler.
+"""
+
+from __future__ import annotations
+
+from entryway.bundler.blockclock import BlockClock
+
+FIRST_BUILD_S = 0.1  # assumed time to build and send a bundle until one has been measured
+
+
+class BundleSchedule:
+    def __init__(self, clock: BlockClock, interval_s: float, head_poll_s: float) -> None:
+        self.clock = clock
+        self.interval_s = interval_s
+        self.head_poll_s = head_poll_s
+        self._build_s = FIRST_BUILD_S
+        self._last_sent_at: float | None = None
+        self._sent_for_block: int | None = None
+
+    def lead_s(self, block_interval_s: float) -> float:
+        margin = 0.05 + 0.1 * block_interval_s
+        return min(block_interval_s / 2, self.head_poll_s + 2 * self._build_s + margin)
+
+    def due(self, now: float) -> bool:
+        """Whether a bundle should be sent now (the mempool holding ops)."""
+        block = self.clock.next_block(now)
+        if block is None:
+            return self._last_sent_at is None or now - self._last_sent_at >= self.interval_s
+        if self._sent_for_block is not None and block.number <= self._sent_for_block:
+            return False  # this block has its bundle; later ops wait for the next deadline
+        interval = self.clock.interval() or self.interval_s
+        if block.due_at - now < self.head_poll_s:
+            # Too late for this block, or it is mined and the watcher has not read it yet:
+            # either way the ops go with the next block's bundle.
+            return False
+        return now >= block.due_at - self.lead_s(interval)
+
+    def sent(self, started: float, finished: float) -> None:
+        """A bundle built from `started` went out at `finished`."""
+        self._build_s = 0.7 * self._build_s + 0.3 * (finished - started)
+        self._last_sent_at = started
+        block = self.clock.next_block(started)
+        self._sent_for_block = block.number if block is not None else None

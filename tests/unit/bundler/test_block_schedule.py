@@ -1,0 +1,111 @@
+"""The block clock's predictions and the auto bundler's schedule (pure, with made-up times)."""
+
+from __future__ import annotations
+
+import pytest
+
+from entryway.bundler.blockclock import BlockClock
+from entryway.bundler.schedule import BundleSchedule
+
+POLL_S = 0.1
+
+
+def watched(clock: BlockClock, first_block: int, mined_at: list[float]) -> None:
+    """Poll every POLL_S from the first block's time; block k is mined at mined_at[k]."""
+    t, end = mined_at[0], mined_at[-1] + POLL_S
+    while t <= end:
+        number = first_block + sum(1 for m in mined_at if m <= t) - 1
+        clock.observe(number, t)
+        t = round(t + POLL_S, 6)
+
+
+def test_no_prediction_until_blocks_were_seen_arriving_at_a_steady_interval() -> None:
+    clock = BlockClock()
+    clock.observe(7, 100.0)  # the first read: block 7 existed, nobody saw it arrive
+    clock.observe(8, 100.1)
+    assert clock.interval() is None  # the 0.1 s to block 8 is no block interval
+    for n in range(9, 11):
+        clock.observe(n, 100.1 + (n - 8) * 1.0)
+    assert clock.interval() is None  # two gaps are not enough
+    clock.observe(11, 103.1)
+    assert clock.interval() == pytest.approx(1.0)
+
+
+def test_the_next_block_is_predicted_within_the_polling_period() -> None:
+    clock = BlockClock()
+    mined = [50.03 + 2.0 * k for k in range(8)]  # 2 s blocks, off the polling grid
+    watched(clock, 100, mined)
+    assert clock.interval() == pytest.approx(2.0, abs=POLL_S)
+    block = clock.next_block(now=mined[-1] + 0.5)
+    assert block is not None
+    assert block.number == 108
+    true_time = mined[-1] + 2.0
+    assert true_time <= block.due_at + 1e-9  # never later than the truth...
+    assert block.due_at - true_time < POLL_S  # ...and close to it
+
+
+def test_blocks_mined_on_demand_give_no_prediction() -> None:
+    clock = BlockClock()
+    for number, at in [(1, 0.0), (2, 0.2), (3, 3.1), (4, 3.15), (5, 9.0), (6, 9.4)]:
+        clock.observe(number, at)
+    assert clock.interval() is None
+    assert clock.next_block(now=10.0) is None
+
+
+def test_a_late_read_does_not_spoil_the_interval() -> None:
+    clock = BlockClock()
+    for n, at in enumerate([0.0, 1.0, 2.0, 3.0, 4.45, 5.0, 6.0, 7.0]):
+        clock.observe(n, at)
+    assert clock.interval() == pytest.approx(1.0)
+
+
+def test_a_block_overdue_on_the_clock_means_the_next_one() -> None:
+    clock = BlockClock()
+    for n in range(6):
+        clock.observe(n, float(n))
+    block = clock.next_block(now=6.2)  # block 6 is mined by 6.0 at the latest: 7 is next
+    assert block is not None and (block.number, block.due_at) == (7, pytest.approx(7.0))
+
+
+def test_a_reorg_to_a_lower_block_starts_the_clock_over() -> None:
+    clock = BlockClock()
+    for n in range(6):
+        clock.observe(n, float(n))
+    clock.observe(3, 6.0)
+    assert clock.interval() is None
+
+
+def steady_clock() -> BlockClock:
+    clock = BlockClock()
+    for n in range(10):
+        clock.observe(n, float(n))  # block n seen at n s; block 10 due at 10.0
+    return clock
+
+
+def test_with_a_steady_interval_one_bundle_goes_out_just_before_each_block() -> None:
+    schedule = BundleSchedule(steady_clock(), interval_s=0.1, head_poll_s=POLL_S)
+    lead = schedule.lead_s(1.0)
+    assert 0 < lead <= 0.5
+    assert not schedule.due(9.2)  # ops validated early in the block wait for the deadline
+    assert not schedule.due(9.95)  # too close to block 10 (or it is mined, not yet seen)
+    assert schedule.due(10.0 - lead + 0.01)
+    schedule.sent(10.0 - lead + 0.01, 10.0 - lead + 0.05)
+    assert not schedule.due(9.9)  # block 10 has its bundle
+    assert not schedule.due(10.3)  # block 11's deadline is not there yet
+    assert schedule.due(11.0 - schedule.lead_s(1.0) + 0.01)
+
+
+def test_slow_bundles_move_the_deadline_earlier() -> None:
+    schedule = BundleSchedule(steady_clock(), interval_s=0.1, head_poll_s=POLL_S)
+    before = schedule.lead_s(1.0)
+    schedule.sent(9.5, 9.8)  # 0.3 s to build and send
+    assert schedule.lead_s(1.0) > before
+    assert schedule.lead_s(1.0) <= 0.5  # never more than half a block
+
+
+def test_without_a_steady_interval_bundles_go_out_every_interval() -> None:
+    schedule = BundleSchedule(BlockClock(), interval_s=1.0, head_poll_s=POLL_S)
+    assert schedule.due(100.0)  # the first ops go out at once
+    schedule.sent(100.0, 100.05)
+    assert not schedule.due(100.5)
+    assert schedule.due(101.0)
