@@ -1,18 +1,18 @@
 from __future__ import annotations
 
 import pytest
+from entryway_sdk.userop import UserOperation as SdkUserOperation
+from entryway_sdk.userop import user_op_hash as sdk_user_op_hash
 from eth_abi.abi import encode
 from hypothesis import given
 from hypothesis import strategies as st
 
-from entryway.domain.evm import checksum, keccak
+from entryway.domain.evm import checksum
 from entryway.domain.userop import (
-    PACKED_USEROP_TYPEHASH,
     UserOperation,
     pack_uint128_pair,
     unpack_uint128_pair,
     user_op_hash,
-    user_op_struct_hash,
 )
 
 uint128 = st.integers(min_value=0, max_value=2**128 - 1)
@@ -117,21 +117,8 @@ def test_the_written_out_encoding_is_eth_abis(op: UserOperation) -> None:
 
 
 @given(user_ops())
-def test_the_struct_hash_is_the_abi_encoded_one(op: UserOperation) -> None:
-    expected = keccak(
-        encode(
-            ["bytes32", "address", "uint256", *["bytes32"] * 3, "uint256", *["bytes32"] * 2],
-            [
-                PACKED_USEROP_TYPEHASH,
-                op.sender,
-                op.nonce,
-                keccak(op.init_code),
-                keccak(op.call_data),
-                op.account_gas_limits,
-                op.pre_verification_gas,
-                op.gas_fees,
-                keccak(op.paymaster_and_data),
-            ],
-        )
-    )
-    assert user_op_struct_hash(op) == expected
+def test_the_hash_agrees_with_the_sdks_own_implementation(op: UserOperation) -> None:
+    """The SDK hashes with eth-abi, written separately: two implementations, one digest."""
+    fields = {f: getattr(op, f) for f in SdkUserOperation.__dataclass_fields__}
+    ep = "0x4337084D9E255Ff0702461CF8895CE9E3b5Ff108"
+    assert user_op_hash(op, ep, 80002) == sdk_user_op_hash(SdkUserOperation(**fields), ep, 80002)
