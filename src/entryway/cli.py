@@ -210,7 +210,11 @@ def bundler(
     port: Annotated[int, typer.Option(help="Port of the JSON-RPC endpoint (POST /rpc).")] = 3000,
     debug_rpc: Annotated[bool, typer.Option(help="Serve the debug_bundler_* methods.")] = False,
     auto_bundle_interval: Annotated[
-        float, typer.Option(help="Seconds between automatic bundles.")
+        float,
+        typer.Option(
+            help="Seconds between automatic bundles on a chain without a steady block "
+            "interval (with one, a bundle goes out just before each block)."
+        ),
     ] = 1.0,
     manual: Annotated[bool, typer.Option(help="Start in manual bundling mode.")] = False,
     tracing: Annotated[bool, typer.Option(help="Enforce ERC-7562 on a trace.")] = True,

@@ -29,6 +29,7 @@ class NextBlock:
 
 class BlockClock:
     def __init__(self, window: int = 12) -> None:
+        self._seeded: float | None = None
         self._latest: int | None = None
         # (number, when first seen) of blocks that arrived while watched: the first head
         # read only says the block existed, not when it came, so it is not one of them.
@@ -42,12 +43,20 @@ class BlockClock:
             self._arrivals.append((number, at))
         self._latest = number
 
+    def seed(self, timestamps: list[int]) -> None:
+        """Recent blocks' timestamps, oldest first: if they are evenly spaced (whole seconds
+        apart, as on a chain with 1 s or 2 s blocks), that spacing is the interval until
+        enough arrivals have been seen; only the phase then waits for one new block."""
+        gaps = {t2 - t1 for t1, t2 in pairwise(timestamps)}
+        if len(timestamps) > MIN_GAPS and len(gaps) == 1 and (gap := gaps.pop()) > 0:
+            self._seeded = float(gap)
+
     def interval(self) -> float | None:
         """The steady block interval, or None when blocks do not come at one. A few late
         reads (a busy event loop) are tolerated: most gaps must agree with their median."""
         gaps = [t2 - t1 for (n1, t1), (n2, t2) in pairwise(self._arrivals) if n2 - n1 == 1]
         if len(gaps) < MIN_GAPS:
-            return None
+            return self._seeded if self._arrivals else None
         median = statistics.median(gaps)
         steady = sum(abs(g - median) <= MAX_JITTER * median for g in gaps)
         if median <= 0 or steady * 3 < len(gaps) * 2:

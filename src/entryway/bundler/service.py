@@ -37,6 +37,7 @@ from entryway.domain.userop import UserOperation, user_op_hash
 log = logging.getLogger("entryway.bundler")
 HEAD_TTL_S = 0.1  # how stale a head read a newly sent op may be judged against
 AUTO_TICK_S = 0.05  # how often auto mode asks the schedule
+SEED_BLOCKS = 8  # recent blocks whose timestamps may give the block interval at start
 AUTHORIZATION_GAS = 25_000  # EIP-7702 PER_EMPTY_ACCOUNT_COST, charged per authorization
 EP = contracts.load("EntryPoint").abi
 
@@ -341,7 +342,15 @@ class Bundler:
                 log.exception("bundling failed")
 
     async def _watch_head_loop(self) -> None:
-        """Feeds the block clock: when each new block number was first seen."""
+        """Feeds the block clock: recent blocks' spacing, then when each new block number
+        was first seen."""
+        with contextlib.suppress(Exception):  # without a seed the clock learns from arrivals
+            latest = await self.eth.block_number()
+            numbers = range(max(latest - SEED_BLOCKS, 0), latest + 1)
+            blocks = await self.eth.rpc.batch(
+                [("eth_getBlockByNumber", [hex(n), False]) for n in numbers]
+            )
+            self.clock.seed([int(b["timestamp"], 16) for b in blocks])
         while True:
             await asyncio.sleep(self.config.head_poll_s)
             if self.mode is not BundlingMode.AUTO:
@@ -422,19 +431,23 @@ class Bundler:
             limits=self.config.bundle,
         )
         # The second validation (untraced: the trace ran at admission) of every chosen op at
-        # once; the node answers these eth_calls in parallel.
-        results = await asyncio.gather(
+        # once, beside one read of the code every op's validation used (COD-010); the node
+        # answers these calls in parallel.
+        checks = asyncio.gather(
             *(self.validator.validate(e.op, now=now, trace=False) for e in chosen),
             return_exceptions=True,
         )
+        results, changes = await asyncio.gather(
+            checks, self.validator.changed_code([e.outcome for e in chosen])
+        )
         revalidated = []
-        for entry, result in zip(chosen, results, strict=True):
+        for entry, result, changed in zip(chosen, results, changes, strict=True):
             if isinstance(result, BundlerError):
                 self._drop(entry, f"second validation failed: {result.message}")
                 self._blame(entry, result)
             elif isinstance(result, BaseException):
                 raise result
-            elif (changed := await self.validator.changed_code(entry.outcome)) is not None:
+            elif changed is not None:
                 self._drop(entry, f"the code of {changed} changed since admission [COD-010]")
             else:
                 revalidated.append(entry)

@@ -50,6 +50,7 @@ class TransactionFailedError(EntrywayError):
 
 
 _JSON = {"content-type": "application/json"}
+KEEPALIVE_S = 4.0
 
 
 class JsonRpcClient:
@@ -67,7 +68,10 @@ class JsonRpcClient:
 
     async def _post(self, payload: object) -> tuple[int, bytes]:
         if self._session is None:
-            self._session = aiohttp.ClientSession(timeout=self._timeout)
+            # Idle connections are dropped before common servers drop them (uvicorn after
+            # 5 s): a request written into a connection the server is closing fails.
+            connector = aiohttp.TCPConnector(keepalive_timeout=KEEPALIVE_S)
+            self._session = aiohttp.ClientSession(timeout=self._timeout, connector=connector)
         try:
             async with self._session.post(
                 self.url, data=orjson.dumps(payload), headers=_JSON

@@ -44,6 +44,28 @@ def test_the_next_block_is_predicted_within_the_polling_period() -> None:
     assert block.due_at - true_time < POLL_S  # ...and close to it
 
 
+def test_evenly_spaced_timestamps_give_the_interval_from_the_first_arrival() -> None:
+    clock = BlockClock()
+    clock.seed([1000, 1002, 1004, 1006, 1008, 1010])  # 2 s blocks
+    assert clock.interval() is None  # no block seen arriving yet: no phase
+    clock.observe(20, 50.0)
+    clock.observe(21, 51.93)
+    assert clock.interval() == 2.0
+    block = clock.next_block(now=52.5)
+    assert block is not None and (block.number, block.due_at) == (22, pytest.approx(53.93))
+
+
+@pytest.mark.parametrize(
+    "timestamps", [[1000, 1001, 1005, 1006, 1007], [7, 7, 7, 7, 7], [1000, 1002, 1004]]
+)
+def test_uneven_equal_or_too_few_timestamps_seed_nothing(timestamps: list[int]) -> None:
+    clock = BlockClock()
+    clock.seed(timestamps)
+    clock.observe(1, 0.0)
+    clock.observe(2, 1.0)
+    assert clock.interval() is None
+
+
 def test_blocks_mined_on_demand_give_no_prediction() -> None:
     clock = BlockClock()
     for number, at in [(1, 0.0), (2, 0.2), (3, 3.1), (4, 3.15), (5, 9.0), (6, 9.4)]:

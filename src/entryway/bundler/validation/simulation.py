@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -303,12 +304,15 @@ class Validator:
         )
         return tuple((a, keccak(hex_to_bytes(c))) for a, c in zip(ordered, codes, strict=True))
 
-    async def changed_code(self, outcome: ValidationOutcome) -> str | None:
-        """COD-010: the first contract whose code changed since the op was admitted."""
-        if not outcome.code_hashes:
-            return None
-        now = dict(await self.code_hashes({a for a, _ in outcome.code_hashes}))
-        return next((a for a, h in outcome.code_hashes if now.get(a) != h), None)
+    async def changed_code(self, outcomes: Sequence[ValidationOutcome]) -> list[str | None]:
+        """COD-010 for ops about to be bundled: for each, the first contract whose code
+        changed since the op was admitted (one node round trip for them all)."""
+        addresses = {a for outcome in outcomes for a, _ in outcome.code_hashes}
+        now = dict(await self.code_hashes(addresses)) if addresses else {}
+        return [
+            next((a for a, h in outcome.code_hashes if now.get(a) != h), None)
+            for outcome in outcomes
+        ]
 
 
 def eip7702_override(op: UserOperation) -> dict[str, Any] | None:
