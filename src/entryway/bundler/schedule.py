@@ -2,10 +2,11 @@
 
 On a chain with a steady block interval: once per block, at a deadline shortly before the
 block is due (see blockclock.py), so that one bundle carries every op validated since the
-last one. The lead before the block covers the head polling period, twice the time the
-last bundles took to build and send, and a margin that grows with the interval (a slow
-chain's RPC and mempool are rarely faster than a devnet's). Without a steady interval:
-every `interval_s`, as a plain periodic bundler.
+last one; ops validated just after the deadline, while a bundle can still make the block,
+go in a small follow-up rather than wait a block. The lead before the block covers the head
+polling period, twice the time the last bundles took to build and send, and a margin that
+grows with the interval (a slow chain's RPC and mempool are rarely faster than a devnet's).
+Without a steady interval: every `interval_s`, as a plain periodic bundler.
 """
 
 from __future__ import annotations
@@ -34,7 +35,9 @@ class BundleSchedule:
         if block is None:
             return self._last_sent_at is None or now - self._last_sent_at >= self.interval_s
         if self._sent_for_block is not None and block.number <= self._sent_for_block:
-            return False  # this block has its bundle; later ops wait for the next deadline
+            # This block has its bundle: ops validated since go in a follow-up only while it
+            # can still make the block (the margin after the deadline); later, next block.
+            return block.due_at - now >= self.head_poll_s + 2 * self._build_s
         interval = self.clock.interval() or self.interval_s
         if block.due_at - now < self.head_poll_s:
             # Too late for this block, or it is mined and the watcher has not read it yet:
