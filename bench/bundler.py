@@ -232,10 +232,10 @@ async def validation_throughput(
 
     async def replay_pair(op: UserOperation) -> None:
         op_hash = user_op_hash(op, bench.entry_point, CHAIN_ID)
-        calls = validation_calls(op, op_hash, sender_creator).as_tuple()
+        calls = validation_calls(op, op_hash, sender_creator)
         await asyncio.gather(
             simulator.call("simulateValidation", op.packed()),
-            simulator.trace("traceValidation", calls, replay=True),
+            simulator.trace_replay(calls),
         )
 
     async def rate(call: Any) -> float:

@@ -14,46 +14,76 @@ import {PackedUserOperation} from "@account-abstraction/contracts/interfaces/Pac
 contract EntrywaySimulations is EntryPointSimulations {
     error CallResult(bool success, uint256 gasUsed, bytes result);
 
-    /// The calls `_validatePrepayment` makes to an op's entities, encoded by the bundler.
-    struct ValidationCalls {
-        address sender;
-        address senderCreator;
-        bytes factoryCall; // createSender(initCode) on the SenderCreator, or empty
-        bytes accountCall; // validateUserOp(op, userOpHash, 0): missingAccountFunds set here
-        uint256 verificationGasLimit;
-        uint256 requiredPrefund;
-        address paymaster; // zero when the op has none
-        bytes paymasterCall; // validatePaymasterUserOp(op, userOpHash, requiredPrefund)
-        uint256 paymasterVerificationGasLimit;
-    }
+    // traceValidation's arguments follow its selector as raw words, not as ABI-encoded
+    // parameters: decoding a struct of byte strings costs hundreds of traced steps.
+    uint256 private constant NO_PATCH = type(uint256).max;
+    // validateUserOp(op, userOpHash, missingAccountFunds): selector, op offset, hash, then it
+    uint256 private constant MISSING_FUNDS_OFFSET = 4 + 32 + 32;
 
     /// @notice Makes the entities' validation calls as the EntryPoint does (same order,
     /// calldata and gas limits; missingAccountFunds from the sender's deposit once deployed)
     /// and nothing more. The EntryPoint's own bookkeeping, which ERC-7562 does not judge, is
     /// most of a traced `simulateValidation`; the bundler traces this instead and takes the
     /// op's result from an untraced `simulateValidation`.
+    /// @dev After the selector, nine words: sender, SenderCreator, paymaster (zero if none),
+    /// verificationGasLimit, paymasterVerificationGasLimit, requiredPrefund, then the lengths
+    /// of the factory call (createSender(initCode); 0 when the sender exists), the account
+    /// call (validateUserOp(op, userOpHash, 0); missingAccountFunds is set here) and the
+    /// paymaster call (validatePaymasterUserOp(op, userOpHash, requiredPrefund)); then the
+    /// three calls' bytes, back to back.
     /// @return phasesRun how many calls succeeded, in order; it stops at the first failure
-    function traceValidation(ValidationCalls calldata calls) external returns (uint256 phasesRun) {
-        if (calls.factoryCall.length != 0) {
-            (bool created,) = calls.senderCreator.call{gas: calls.verificationGasLimit}(calls.factoryCall);
-            if (!created) return phasesRun;
+    function traceValidation() external returns (uint256 phasesRun) {
+        address sender;
+        address paymaster;
+        uint256 requiredPrefund;
+        assembly ("memory-safe") {
+            sender := calldataload(4)
+            paymaster := calldataload(68)
+            requiredPrefund := calldataload(164)
+        }
+        uint256 at = 292; // 4 + 9 * 32: the factory call
+        uint256 length;
+        assembly ("memory-safe") {
+            length := calldataload(196)
+        }
+        if (length != 0) {
+            if (!_replay(4 + 32, 100, at, length, NO_PATCH, 0)) return phasesRun;
             phasesRun++;
         }
-        bytes memory accountCall = calls.accountCall;
-        if (calls.paymaster == address(0)) {
-            uint256 deposit = balanceOf(calls.sender);
-            uint256 missing = deposit > calls.requiredPrefund ? 0 : calls.requiredPrefund - deposit;
-            assembly ("memory-safe") {
-                // after the length word, the selector, the op's offset and the hash
-                mstore(add(accountCall, 100), missing)
-            }
+        at += length;
+        uint256 patchAt = NO_PATCH;
+        uint256 missing;
+        if (paymaster == address(0)) {
+            uint256 deposit = balanceOf(sender);
+            missing = deposit > requiredPrefund ? 0 : requiredPrefund - deposit;
+            patchAt = MISSING_FUNDS_OFFSET;
         }
-        (bool validated,) = calls.sender.call{gas: calls.verificationGasLimit}(accountCall);
-        if (!validated) return phasesRun;
+        assembly ("memory-safe") {
+            length := calldataload(228)
+        }
+        if (!_replay(4, 100, at, length, patchAt, missing)) return phasesRun;
         phasesRun++;
-        if (calls.paymaster != address(0)) {
-            (bool sponsored,) = calls.paymaster.call{gas: calls.paymasterVerificationGasLimit}(calls.paymasterCall);
-            if (sponsored) phasesRun++;
+        at += length;
+        if (paymaster != address(0)) {
+            assembly ("memory-safe") {
+                length := calldataload(260)
+            }
+            if (_replay(68, 132, at, length, NO_PATCH, 0)) phasesRun++;
+        }
+    }
+
+    /// Calls the address in the calldata word at `targetAt`, with the gas limit in the word at
+    /// `gasAt`, passing `length` bytes of calldata from `dataAt` (the word at `patchAt`, if
+    /// inside them, set to `word`), keeping none of what it returns.
+    function _replay(uint256 targetAt, uint256 gasAt, uint256 dataAt, uint256 length, uint256 patchAt, uint256 word)
+        private
+        returns (bool ok)
+    {
+        assembly ("memory-safe") {
+            let ptr := mload(0x40)
+            calldatacopy(ptr, dataAt, length)
+            if lt(patchAt, length) { mstore(add(ptr, patchAt), word) }
+            ok := call(calldataload(gasAt), calldataload(targetAt), 0, ptr, length, 0, 0)
         }
     }
 

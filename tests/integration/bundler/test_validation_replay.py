@@ -58,7 +58,7 @@ async def _both(validator: Validator, op: UserOperation) -> tuple[ValidationTrac
     assert not full.get("failed"), "the comparison needs an op whose simulation passes"
     op_hash = user_op_hash(op, simulator.entry_point, validator.chain_id)
     calls = validation_calls(op, op_hash, validator.sender_creator)
-    replayed = await simulator.trace("traceValidation", calls.as_tuple(), replay=True)
+    replayed = await simulator.trace_replay(calls)
     assert not replayed.get("failed")
     # The EntryPoint's own work is left out.
     assert len(replayed["structLogs"]) < len(full["structLogs"])

@@ -39,7 +39,7 @@ from entryway.bundler.validation.trace import (
     ValidationTrace,
     parse_struct_logs,
 )
-from entryway.bundler.validation.validation_calls import validation_calls
+from entryway.bundler.validation.validation_calls import ValidationCalls, validation_calls
 from entryway.chain.rpc import EthClient, RpcError
 from entryway.contracts.abi import DecodedError
 from entryway.domain.evm import hex_to_bytes, keccak, to_hex
@@ -122,19 +122,26 @@ class Simulator:
         return SIMULATIONS.abi.decode_output(fn, raw)
 
     async def trace(
-        self,
-        fn: str,
-        *args: Any,
-        tracer: str | None = None,
-        extra: dict[str, Any] | None = None,
-        replay: bool = False,
+        self, fn: str, *args: Any, tracer: str | None = None, extra: dict[str, Any] | None = None
     ) -> Any:
-        """debug_traceCall of `fn` at the EntryPoint: of EntryPointSimulations, or with
-        `replay` of EntrywaySimulations (whose `traceValidation` replays an op's entity calls).
-        """
-        code = REPLAY if replay else SIMULATIONS
-        data = code.abi.encode_call(fn, *args)
-        override = self.replay_override if replay else self.override
+        """debug_traceCall of EntryPointSimulations' `fn` at the EntryPoint."""
+        data = SIMULATIONS.abi.encode_call(fn, *args)
+        return await self._trace(data, self.override, tracer, extra)
+
+    async def trace_replay(
+        self, calls: ValidationCalls, tracer: str | None = None, extra: dict[str, Any] | None = None
+    ) -> Any:
+        """debug_traceCall of EntrywaySimulations' `traceValidation` at the EntryPoint: the
+        replay of an op's entity calls."""
+        return await self._trace(calls.calldata(), self.replay_override, tracer, extra)
+
+    async def _trace(
+        self,
+        data: bytes,
+        override: dict[str, Any],
+        tracer: str | None,
+        extra: dict[str, Any] | None,
+    ) -> Any:
         options: dict[str, Any] = {"stateOverrides": {**(extra or {}), **override}}
         if tracer is None:
             options.update(_STRUCT_LOGGER)
@@ -213,7 +220,7 @@ class Validator:
         calls = validation_calls(op, op_hash, self.sender_creator)
         simulated, replayed = await asyncio.gather(
             self.simulator.simulate_validation(op, extra),
-            self.simulator.trace("traceValidation", calls.as_tuple(), extra=extra, replay=True),
+            self.simulator.trace_replay(calls, extra=extra),
             return_exceptions=True,
         )
         if isinstance(simulated, BaseException):
@@ -227,7 +234,7 @@ class Validator:
             # Simulation passed and its replay did not: trust only the full trace.
             log.warning("validation replay of %s diverged; tracing simulateValidation", op.sender)
             return await self._judged(op, extra, *await self._trace_simulation(op, extra))
-        return await self._judged(op, extra, outcome, replayed["structLogs"], calls.as_tuple())
+        return await self._judged(op, extra, outcome, replayed["structLogs"], calls)
 
     async def _trace_simulation(
         self, op: UserOperation, extra: dict[str, Any] | None
@@ -245,7 +252,7 @@ class Validator:
         extra: dict[str, Any] | None,
         outcome: ValidationOutcome,
         steps: Any,
-        replayed_calls: tuple[Any, ...] | None,
+        replayed_calls: ValidationCalls | None,
     ) -> ValidationOutcome:
         """ERC-7562 on the trace's steps; `replayed_calls` says which call they trace
         (traceValidation with these arguments, or simulateValidation when None)."""
@@ -275,12 +282,8 @@ class Validator:
                     "simulateValidation", op.packed(), tracer=KECCAK_COLLECTOR, extra=extra
                 )
             else:
-                preimages = await self.simulator.trace(
-                    "traceValidation",
-                    replayed_calls,
-                    tracer=KECCAK_COLLECTOR,
-                    extra=extra,
-                    replay=True,
+                preimages = await self.simulator.trace_replay(
+                    replayed_calls, tracer=KECCAK_COLLECTOR, extra=extra
                 )
             trace.keccak_preimages = [hex_to_bytes(p) for p in preimages]
             violations = check(trace, who, self.settings, context)

@@ -1,5 +1,7 @@
 """The calls EntryPoint v0.8 makes to an op's entities while validating it, encoded as
 `_validatePrepayment` encodes them, for `EntrywaySimulations.traceValidation` to replay.
+That function reads its arguments as raw words after its selector (see the contract): an
+ABI-decoded struct of byte strings would cost it hundreds of traced steps.
 
 Solidity's `abi.encodeCall` is the canonical ABI encoding, so the bytes built here are the
 bytes the EntryPoint sends: the factory, account and paymaster see the same calldata, and so
@@ -12,7 +14,7 @@ from dataclasses import dataclass
 
 from eth_abi.abi import encode
 
-from entryway.domain.evm import keccak
+from entryway.domain.evm import address_bytes, keccak
 from entryway.domain.userop import UserOperation
 
 PACKED_USER_OPERATION = "(address,uint256,bytes,bytes,bytes32,uint256,bytes32,bytes,bytes)"
@@ -21,7 +23,7 @@ VALIDATE_USER_OP = keccak(f"validateUserOp({PACKED_USER_OPERATION},bytes32,uint2
 VALIDATE_PAYMASTER_USER_OP = keccak(
     f"validatePaymasterUserOp({PACKED_USER_OPERATION},bytes32,uint256)".encode()
 )[:4]
-ZERO_ADDRESS = "0x" + "00" * 20
+TRACE_VALIDATION = keccak(b"traceValidation()")[:4]
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,18 +45,31 @@ class ValidationCalls:
         """How many calls a successful validation makes."""
         return 1 + bool(self.factory_call) + (self.paymaster is not None)
 
-    def as_tuple(self) -> tuple[str, str, bytes, bytes, int, int, str, bytes, int]:
-        return (
-            self.sender,
-            self.sender_creator,
-            self.factory_call,
-            self.account_call,
-            self.verification_gas_limit,
-            self.required_prefund,
-            self.paymaster or ZERO_ADDRESS,
-            self.paymaster_call,
-            self.paymaster_verification_gas_limit,
+    def calldata(self) -> bytes:
+        """`traceValidation()` and its raw arguments: nine words, then the three calls."""
+        words = (
+            _address_word(self.sender),
+            _address_word(self.sender_creator),
+            _address_word(self.paymaster) if self.paymaster else bytes(32),
+            *(
+                n.to_bytes(32, "big")
+                for n in (
+                    self.verification_gas_limit,
+                    self.paymaster_verification_gas_limit,
+                    self.required_prefund,
+                    len(self.factory_call),
+                    len(self.account_call),
+                    len(self.paymaster_call),
+                )
+            ),
         )
+        return b"".join(
+            (TRACE_VALIDATION, *words, self.factory_call, self.account_call, self.paymaster_call)
+        )
+
+
+def _address_word(address: str) -> bytes:
+    return bytes(12) + address_bytes(address)
 
 
 def validation_calls(op: UserOperation, op_hash: bytes, sender_creator: str) -> ValidationCalls:
