@@ -19,6 +19,7 @@ from itertools import pairwise
 
 MIN_GAPS = 3  # observed one-block gaps needed before predicting
 MAX_JITTER = 0.25  # gaps further than this fraction from their median: no steady interval
+HORIZON = 24  # blocks ahead of the last arrival a prediction may reach
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,20 +29,28 @@ class NextBlock:
 
 
 class BlockClock:
-    def __init__(self, window: int = 12) -> None:
+    """`precise_s`: a new block counts as seen arriving only if the read before it was at
+    most this long before (an idle bundler polls slowly, and a block found after a long gap
+    could have come at any time in it)."""
+
+    def __init__(self, window: int = 12, precise_s: float = 0.25) -> None:
+        self.precise_s = precise_s
         self._seeded: float | None = None
         self._latest: int | None = None
-        # (number, when first seen) of blocks that arrived while watched: the first head
-        # read only says the block existed, not when it came, so it is not one of them.
+        self._read_at: float | None = None
+        # (number, when first seen) of blocks seen arriving: the first head read only says
+        # the block existed, not when it came, so it is not one of them.
         self._arrivals: deque[tuple[int, float]] = deque(maxlen=window)
 
     def observe(self, number: int, at: float) -> None:
         """A head read at `at` said the latest block is `number`."""
+        precise = self._read_at is not None and at - self._read_at <= self.precise_s
         if self._latest is not None and number < self._latest:  # a reorg: start over
             self._arrivals.clear()
-        elif self._latest is not None and number > self._latest:
+        elif self._latest is not None and number > self._latest and precise:
             self._arrivals.append((number, at))
         self._latest = number
+        self._read_at = at
 
     def seed(self, timestamps: list[int]) -> None:
         """Recent blocks' timestamps, oldest first: if they are evenly spaced (whole seconds
@@ -76,6 +85,8 @@ class BlockClock:
             return None
         number, seen_at = self._arrivals[-1]
         target = number + max(1, int((now - seen_at) // interval) + 1)
+        if target - number > HORIZON:  # too long unwatched: the phase may have drifted
+            return None
         due = min(at + (target - n) * interval for n, at in self._arrivals)
         while due <= now:  # a block late beyond the bounds: expect the one after
             target += 1

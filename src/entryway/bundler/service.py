@@ -38,6 +38,8 @@ log = logging.getLogger("entryway.bundler")
 HEAD_TTL_S = 0.1  # how stale a head read a newly sent op may be judged against
 AUTO_TICK_S = 0.05  # how often auto mode asks the schedule
 SEED_BLOCKS = 8  # recent blocks whose timestamps may give the block interval at start
+IDLE_HEAD_POLL_S = 2.0  # head reads when no op came for ACTIVE_S (hosted RPCs bill per call)
+ACTIVE_S = 30.0
 AUTHORIZATION_GAS = 25_000  # EIP-7702 PER_EMPTY_ACCOUNT_COST, charged per authorization
 EP = contracts.load("EntryPoint").abi
 
@@ -115,7 +117,9 @@ class Bundler:
         self._head: tuple[int, int, int] | None = None
         self._head_read_at = 0.0
         self._head_lock = asyncio.Lock()
-        self.clock = BlockClock()
+        self.clock = BlockClock(precise_s=2.5 * config.head_poll_s)
+        self._last_op_at = 0.0
+        self._op_arrived = asyncio.Event()
         self.schedule = BundleSchedule(
             self.clock, config.auto_bundle_interval_s, config.head_poll_s
         )
@@ -127,6 +131,7 @@ class Bundler:
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
+        self._last_op_at = time.monotonic()  # watch closely at first: the clock learns the chain
         self._tasks.append(asyncio.create_task(self._auto_bundle_loop(), name="auto-bundle"))
         self._tasks.append(asyncio.create_task(self._watch_head_loop(), name="head-watch"))
         self._tasks.append(asyncio.create_task(self._decay_loop(), name="reputation-decay"))
@@ -245,6 +250,8 @@ class Bundler:
             self._forget_seen(replaced)
         self._count_seen(entry)
         self.tracked[op_hash] = Tracked(OpStatus.PENDING)
+        self._last_op_at = time.monotonic()
+        self._op_arrived.set()
         if len(self.mempool) >= self.config.auto_bundle_mempool_size:
             self._wake.set()
         return op_hash
@@ -343,7 +350,7 @@ class Bundler:
 
     async def _watch_head_loop(self) -> None:
         """Feeds the block clock: recent blocks' spacing, then when each new block number
-        was first seen."""
+        was first seen; every head_poll_s while ops come, every IDLE_HEAD_POLL_S when quiet."""
         with contextlib.suppress(Exception):  # without a seed the clock learns from arrivals
             latest = await self.eth.block_number()
             numbers = range(max(latest - SEED_BLOCKS, 0), latest + 1)
@@ -352,7 +359,13 @@ class Bundler:
             )
             self.clock.seed([int(b["timestamp"], 16) for b in blocks])
         while True:
-            await asyncio.sleep(self.config.head_poll_s)
+            quiet = not len(self.mempool) and time.monotonic() - self._last_op_at > ACTIVE_S
+            with contextlib.suppress(TimeoutError):  # an op arriving ends a quiet spell
+                await asyncio.wait_for(
+                    self._op_arrived.wait(),
+                    IDLE_HEAD_POLL_S if quiet else self.config.head_poll_s,
+                )
+            self._op_arrived.clear()
             if self.mode is not BundlingMode.AUTO:
                 continue
             try:

@@ -8,6 +8,7 @@ from entryway.bundler.blockclock import BlockClock
 from entryway.bundler.schedule import BundleSchedule
 
 POLL_S = 0.1
+SPARSE = 5.0  # for tests that give one read per block: count every new block as an arrival
 
 
 def watched(clock: BlockClock, first_block: int, mined_at: list[float]) -> None:
@@ -20,7 +21,7 @@ def watched(clock: BlockClock, first_block: int, mined_at: list[float]) -> None:
 
 
 def test_no_prediction_until_blocks_were_seen_arriving_at_a_steady_interval() -> None:
-    clock = BlockClock()
+    clock = BlockClock(precise_s=SPARSE)
     clock.observe(7, 100.0)  # the first read: block 7 existed, nobody saw it arrive
     clock.observe(8, 100.1)
     assert clock.interval() is None  # the 0.1 s to block 8 is no block interval
@@ -32,7 +33,7 @@ def test_no_prediction_until_blocks_were_seen_arriving_at_a_steady_interval() ->
 
 
 def test_the_next_block_is_predicted_within_the_polling_period() -> None:
-    clock = BlockClock()
+    clock = BlockClock(precise_s=2.5 * POLL_S)
     mined = [50.03 + 2.0 * k for k in range(8)]  # 2 s blocks, off the polling grid
     watched(clock, 100, mined)
     assert clock.interval() == pytest.approx(2.0, abs=POLL_S)
@@ -45,7 +46,7 @@ def test_the_next_block_is_predicted_within_the_polling_period() -> None:
 
 
 def test_evenly_spaced_timestamps_give_the_interval_from_the_first_arrival() -> None:
-    clock = BlockClock()
+    clock = BlockClock(precise_s=SPARSE)
     clock.seed([1000, 1002, 1004, 1006, 1008, 1010])  # 2 s blocks
     assert clock.interval() is None  # no block seen arriving yet: no phase
     clock.observe(20, 50.0)
@@ -59,15 +60,34 @@ def test_evenly_spaced_timestamps_give_the_interval_from_the_first_arrival() -> 
     "timestamps", [[1000, 1001, 1005, 1006, 1007], [7, 7, 7, 7, 7], [1000, 1002, 1004]]
 )
 def test_uneven_equal_or_too_few_timestamps_seed_nothing(timestamps: list[int]) -> None:
-    clock = BlockClock()
+    clock = BlockClock(precise_s=SPARSE)
     clock.seed(timestamps)
     clock.observe(1, 0.0)
     clock.observe(2, 1.0)
     assert clock.interval() is None
 
 
+def test_blocks_found_after_a_slow_read_are_not_arrivals() -> None:
+    """An idle bundler reads the head every 2 s: a block found then came at an unknown time
+    in those 2 s, so it neither times the interval nor bounds the next block."""
+    clock = BlockClock(precise_s=2.5 * POLL_S)
+    for n in range(8):
+        clock.observe(n, 2.0 * n)
+    assert clock.interval() is None
+    watched(clock, 20, [30.05, 31.05, 32.05, 33.05, 34.05])  # ops came: fast reads again
+    assert clock.interval() == pytest.approx(1.0, abs=POLL_S)
+
+
+def test_no_prediction_far_beyond_the_last_arrival() -> None:
+    clock = BlockClock(precise_s=SPARSE)
+    for n in range(6):
+        clock.observe(n, float(n))
+    assert clock.next_block(now=20.5) is not None
+    assert clock.next_block(now=40.5) is None  # 35 blocks on: the phase may have drifted
+
+
 def test_blocks_mined_on_demand_give_no_prediction() -> None:
-    clock = BlockClock()
+    clock = BlockClock(precise_s=SPARSE)
     for number, at in [(1, 0.0), (2, 0.2), (3, 3.1), (4, 3.15), (5, 9.0), (6, 9.4)]:
         clock.observe(number, at)
     assert clock.interval() is None
@@ -75,14 +95,14 @@ def test_blocks_mined_on_demand_give_no_prediction() -> None:
 
 
 def test_a_late_read_does_not_spoil_the_interval() -> None:
-    clock = BlockClock()
+    clock = BlockClock(precise_s=SPARSE)
     for n, at in enumerate([0.0, 1.0, 2.0, 3.0, 4.45, 5.0, 6.0, 7.0]):
         clock.observe(n, at)
     assert clock.interval() == pytest.approx(1.0)
 
 
 def test_a_block_overdue_on_the_clock_means_the_next_one() -> None:
-    clock = BlockClock()
+    clock = BlockClock(precise_s=SPARSE)
     for n in range(6):
         clock.observe(n, float(n))
     block = clock.next_block(now=6.2)  # block 6 is mined by 6.0 at the latest: 7 is next
@@ -90,7 +110,7 @@ def test_a_block_overdue_on_the_clock_means_the_next_one() -> None:
 
 
 def test_a_reorg_to_a_lower_block_starts_the_clock_over() -> None:
-    clock = BlockClock()
+    clock = BlockClock(precise_s=SPARSE)
     for n in range(6):
         clock.observe(n, float(n))
     clock.observe(3, 6.0)
@@ -98,7 +118,7 @@ def test_a_reorg_to_a_lower_block_starts_the_clock_over() -> None:
 
 
 def steady_clock() -> BlockClock:
-    clock = BlockClock()
+    clock = BlockClock(precise_s=SPARSE)
     for n in range(10):
         clock.observe(n, float(n))  # block n seen at n s; block 10 due at 10.0
     return clock
