@@ -45,9 +45,13 @@ class BundleSchedule:
             return False
         return now >= block.due_at - self.lead_s(interval)
 
-    def sent(self, started: float, finished: float) -> None:
-        """A bundle built from `started` went out at `finished`."""
+    def sent(self, started: float, finished: float, *, scheduled: bool = True) -> None:
+        """A bundle built from `started` went out at `finished`: at the schedule's deadline,
+        or (not `scheduled`) early, because a full bundle's worth of ops waited; the ops
+        left after an early one still go at the deadline."""
         self._build_s = 0.7 * self._build_s + 0.3 * (finished - started)
+        if not scheduled:
+            return
         self._last_sent_at = started
         block = self.clock.next_block(started)
         self._sent_for_block = block.number if block is not None else None

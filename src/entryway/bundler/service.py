@@ -344,7 +344,7 @@ class Bundler:
                 continue
             try:
                 if await self.bundle_once(wait=False) is not None:
-                    self.schedule.sent(started, time.monotonic())
+                    self.schedule.sent(started, time.monotonic(), scheduled=not full)
             except Exception:
                 log.exception("bundling failed")
 

@@ -138,6 +138,13 @@ def test_with_a_steady_interval_one_bundle_goes_out_just_before_each_block() -> 
     assert schedule.due(11.0 - schedule.lead_s(1.0) + 0.01)
 
 
+def test_a_full_bundle_sent_early_leaves_the_deadline_for_the_rest() -> None:
+    schedule = BundleSchedule(steady_clock(), interval_s=0.1, head_poll_s=POLL_S)
+    schedule.sent(9.2, 9.25, scheduled=False)  # 64 ops were waiting: sent at once
+    assert not schedule.due(9.3)
+    assert schedule.due(10.0 - schedule.lead_s(1.0) + 0.01)  # the others, at the deadline
+
+
 def test_slow_bundles_move_the_deadline_earlier() -> None:
     schedule = BundleSchedule(steady_clock(), interval_s=0.1, head_poll_s=POLL_S)
     before = schedule.lead_s(1.0)
