@@ -230,12 +230,12 @@ def bundler(
 
     import uvicorn
 
-    from entryway.bundler.service import BundlingMode
     from entryway.bundler.standalone import (
         StandaloneSettings,
         create_standalone_app,
         read_executor_keys,
     )
+    from entryway.bundler.states import BundlingMode
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per node call is noise

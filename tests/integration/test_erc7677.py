@@ -18,8 +18,8 @@ from entryway import contracts
 from entryway.bundler.errors import BundlerError
 from entryway.bundler.rpc_methods import BundlerRpc
 from entryway.bundler.rpc_types import user_operation_json
-from entryway.bundler.service import BundlingMode
 from entryway.bundler.standalone import StandaloneSettings, build_bundler
+from entryway.bundler.states import BundlingMode
 from entryway.chain.rpc import EthClient
 from entryway.deploy.deployer import ContractDeployer
 from entryway.deploy.plan import ENTRYWAY_SALT, plan_contract

@@ -51,6 +51,14 @@ class MempoolEntry:
     def max_cost(self) -> int:
         return self.op.required_prefund
 
+    def accountable(self) -> list[str]:
+        """Entities whose reputation the op counts toward: its factory and paymaster, and its
+        sender only when staked (an unstaked sender is limited by count instead)."""
+        out = [a for _, a, _ in self.entities()]
+        if self.sender_staked:
+            out.append(self.op.sender)
+        return out
+
     def entities(self) -> Iterator[tuple[str, str, bool]]:
         """(role, address, staked) for the factory and paymaster it uses."""
         if self.op.factory is not None:

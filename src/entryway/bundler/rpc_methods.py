@@ -17,7 +17,8 @@ from entryway.bundler.rpc_types import (
     parse_user_operation,
     user_operation_json,
 )
-from entryway.bundler.service import Bundler, BundlingMode, OpStatus
+from entryway.bundler.service import Bundler
+from entryway.bundler.states import BundlingMode, OpStatus
 from entryway.bundler.validation.rules import StakeInfo
 from entryway.chain.rpc import RpcError, RpcTransportError
 from entryway.domain.evm import to_hex

@@ -16,7 +16,8 @@ from entryway import contracts
 from entryway.bundler.gas.estimation import GasEstimator
 from entryway.bundler.rpc_methods import BundlerRpc
 from entryway.bundler.server import create_bundler_app
-from entryway.bundler.service import Bundler, BundlerConfig, BundlingMode
+from entryway.bundler.service import Bundler, BundlerConfig
+from entryway.bundler.states import BundlingMode
 from entryway.bundler.submission import TransactionManager
 from entryway.bundler.validation.rules import RuleSettings
 from entryway.bundler.validation.sanity import SanityLimits

@@ -16,8 +16,8 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from entryway.bundler.service import BundlingMode
 from entryway.bundler.standalone import StandaloneSettings, build_bundler
+from entryway.bundler.states import BundlingMode
 from entryway.chain.rpc import EthClient, JsonRpcClient
 from entryway.chain.transactor import Transactor
 from entryway.devnet.devnet import Devnet

@@ -11,8 +11,8 @@ import pytest
 
 from entryway.bundler.rpc_methods import BundlerRpc
 from entryway.bundler.rpc_types import user_operation_json
-from entryway.bundler.service import BundlingMode
 from entryway.bundler.standalone import StandaloneSettings, build_bundler
+from entryway.bundler.states import BundlingMode
 from entryway.chain.rpc import EthClient
 from entryway.devnet.devnet import Devnet
 from entryway.domain.userop import UserOperation

@@ -11,8 +11,9 @@ from collections.abc import AsyncIterator
 import pytest
 from eth_account.signers.local import LocalAccount
 
-from entryway.bundler.service import Bundler, BundlingMode, OpStatus
+from entryway.bundler.service import Bundler
 from entryway.bundler.standalone import StandaloneSettings, build_bundler
+from entryway.bundler.states import BundlingMode, OpStatus
 from entryway.chain.rpc import EthClient
 from entryway.devnet.devnet import Devnet
 from tests.integration.harness import ETHER, Harness
@@ -71,7 +72,7 @@ async def test_ops_of_one_block_go_out_in_one_bundle_just_before_it(
 ) -> None:
     bundler = interval_mined
     give_up = time.monotonic() + 20
-    while bundler.clock.interval() is None:  # a few blocks seen arriving
+    while bundler.auto.clock.interval() is None:  # a few blocks seen arriving
         assert time.monotonic() < give_up, "the block clock never found the 1 s interval"
         await asyncio.sleep(0.1)
     ops = []

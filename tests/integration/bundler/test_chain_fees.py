@@ -7,8 +7,8 @@ from dataclasses import replace
 
 from entryway import contracts
 from entryway.bundler.rpc_types import user_operation_json
-from entryway.bundler.service import BundlingMode
 from entryway.bundler.standalone import StandaloneSettings, build_bundler
+from entryway.bundler.states import BundlingMode
 from entryway.devnet.devnet import Devnet
 from tests.integration.bundler.conftest import RpcClient
 from tests.integration.bundler.rules_setup import deploy

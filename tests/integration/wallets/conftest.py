@@ -19,8 +19,8 @@ from eth_account.signers.local import LocalAccount
 from sqlalchemy import select
 
 from entryway.bundler.rpc_methods import BundlerRpc
-from entryway.bundler.service import BundlingMode
 from entryway.bundler.standalone import StandaloneSettings, build_bundler
+from entryway.bundler.states import BundlingMode
 from entryway.chain.rpc import EthClient
 from entryway.devnet.devnet import Devnet
 from entryway.domain.apikeys import KeyEnvironment
