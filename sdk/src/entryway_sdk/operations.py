@@ -27,10 +27,6 @@ from entryway_sdk.userop import UserOperation, user_op_hash
 Speed = Literal["slow", "standard", "fast"]
 _FINAL = ("included", "failed")
 _PVG_PLACEHOLDER = 0xFFFFFF
-# The bundler estimates with zero fees, so a self-paying account's validation is measured
-# without its prefund: a value call into the EntryPoint that may create its deposit slot
-# (about 35,000 gas). Sponsored ops pay no prefund.
-_PREFUND_GAS = 50_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,8 +170,7 @@ class ChainSession:
         )
         op = op.with_(
             pre_verification_gas=quantity(estimate["preVerificationGas"]),
-            verification_gas_limit=quantity(estimate["verificationGasLimit"])
-            + (0 if options.sponsored else _PREFUND_GAS),
+            verification_gas_limit=quantity(estimate["verificationGasLimit"]),
             call_gas_limit=quantity(estimate["callGasLimit"]),
         )
         if options.sponsored:
