@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from entryway.bundler.service import Bundler
 
 log = logging.getLogger("entryway.bundler")
+HEAD_REUSE_S = 1.0
 AUTHORIZATION_GAS = 25_000  # EIP-7702 PER_EMPTY_ACCOUNT_COST, charged per authorization
 EP = contracts.load("EntryPoint").abi
 
@@ -53,20 +54,18 @@ class BundleSender:
             executor = self.idle_executor()
             if executor is None:
                 return None
-            ops = await self._checked_bundle()
+            ops, data = await self._checked_bundle()
             if not ops:
                 log.info("nothing to bundle (%d ops in the mempool)", len(self.bundler.mempool))
                 return None
             gas = sum(e.max_gas for e in ops) + BUNDLE_OVERHEAD_GAS * 2
-            _, _, base_fee = await self.bundler.head.now()
+            # The head _checked_bundle has just read (no second node call).
+            _, _, base_fee = await self.bundler.head.now(max_age_s=HEAD_REUSE_S)
             priority = max(
                 self.bundler.config.min_priority_fee_per_gas,
                 min(e.op.max_priority_fee_per_gas for e in ops),
             )
             max_fee = max(min(e.op.max_fee_per_gas for e in ops), base_fee + priority)
-            data = EP.encode_call(
-                "handleOps", [e.op.packed() for e in ops], self.bundler.beneficiary
-            )
             auths = [e.op.eip7702_auth.to_rpc() for e in ops if e.op.eip7702_auth is not None]
             gas += AUTHORIZATION_GAS * len(auths)
             tx = await executor.send(
@@ -88,7 +87,8 @@ class BundleSender:
             task.add_done_callback(self.following.discard)
         return tx.latest.tx_hash
 
-    async def _checked_bundle(self) -> list[MempoolEntry]:
+    async def _checked_bundle(self) -> tuple[list[MempoolEntry], bytes]:
+        """The ops to bundle now, and their handleOps calldata (as checked by eth_call)."""
         block, now, base_fee = await self.bundler.head.now()
         max_age = self.bundler.config.mempool.max_age_s
         for entry, reason in self.bundler.mempool.expire(
@@ -126,8 +126,9 @@ class BundleSender:
                 revalidated.append(entry)
         return await self._drop_failing(revalidated)
 
-    async def _drop_failing(self, ops: list[MempoolEntry]) -> list[MempoolEntry]:
-        """eth_call the bundle; drop whichever op the EntryPoint names, until it passes."""
+    async def _drop_failing(self, ops: list[MempoolEntry]) -> tuple[list[MempoolEntry], bytes]:
+        """eth_call the bundle; drop whichever op the EntryPoint names, until it passes.
+        Returns the ops that passed with the calldata that passed (the bundle sends it)."""
         executor = self.bundler.executors[0].address
         while ops:
             data = EP.encode_call(
@@ -145,17 +146,17 @@ class BundleSender:
                     block=SIMULATION_BLOCK,
                     state_override=delegations or None,
                 )
-                return ops
+                return ops, data
             except RpcError as exc:
                 decoded = EP.decode_error(exc.revert_data or b"")
                 if decoded is None or decoded.name not in ("FailedOp", "FailedOpWithRevert"):
                     log.warning("bundle of %d ops reverts: %s", len(ops), exc)
-                    return []
+                    return [], b""
                 culprit = ops.pop(int(decoded.args[0]))
                 error = failed_op_error(decoded)
                 self._drop(culprit, error.message)
                 self._blame(culprit, error, after_second_validation=True)
-        return []
+        return [], b""
 
     def _blame(
         self, entry: MempoolEntry, exc: BundlerError, *, after_second_validation: bool = False
