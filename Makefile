@@ -7,7 +7,7 @@ STAMP := $(VENV)/.stamp
 NPM_STAMP := node_modules/.stamp
 DATA_DIR ?= .entryway
 
-.PHONY: setup run test lint typecheck format contracts lock bench-gas bench-bundler bench-api bench-notary bench-sponsor clean devnet
+.PHONY: setup run test lint typecheck format contracts lock bench-gas bench-bundler bench-api bench-multiprocess bench-notary bench-sponsor clean devnet
 
 setup: $(STAMP) $(NPM_STAMP)
 
@@ -65,6 +65,9 @@ bench-bundler: setup
 
 bench-api: setup
 	$(BIN)/python -m bench.api --write-doc
+
+bench-multiprocess: setup
+	$(BIN)/python -m bench.multiprocess --write-doc
 
 bench-notary: setup
 	$(BIN)/python -m bench.notary --write-doc

@@ -141,6 +141,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                             break
                         except Exception:
                             await asyncio.sleep(0.1)
+                    if not args.validate:  # --validate 0: the inclusion workload only
+                        return await inclusion(bench, args)
                     return await measure(bench, eth, args)
                 finally:
                     proc.terminate()
@@ -149,6 +151,12 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 async def measure(bench: Bench, eth: EthClient, args: argparse.Namespace) -> dict[str, Any]:
+    return {**await inclusion(bench, args), **await validation_throughput(bench, eth, args)}
+
+
+async def inclusion(bench: Bench, args: argparse.Namespace) -> dict[str, Any]:
+    """The lockstep workload: `args.accounts` users each send `args.ops` sequential ops
+    through `bench.bundler`, after an unmeasured warm-up that deploys every account."""
     # Warm-up (not measured): deploy every account with its first op.
     accounts = [await bench.new_account() for _ in range(args.accounts)]
     hashes = [await bench.send(await bench.op(o, s, 0, True)) for o, s in accounts]
@@ -173,8 +181,6 @@ async def measure(bench: Bench, eth: EthClient, args: argparse.Namespace) -> dic
     await asyncio.gather(*(user(o, s) for o, s in accounts))
     elapsed = time.monotonic() - start
     gas_per_op, bundles = await bundle_gas_per_op(bench, op_hashes)
-
-    validation = await validation_throughput(bench, eth, args)
     return {
         "ops": len(op_hashes),
         "included_ops_per_s": len(op_hashes) / elapsed,
@@ -183,7 +189,6 @@ async def measure(bench: Bench, eth: EthClient, args: argparse.Namespace) -> dic
         "accept_p50_ms": statistics.median(accept) * 1000,
         "gas_per_op": gas_per_op,
         "ops_per_bundle": len(op_hashes) / bundles,
-        **validation,
     }
 
 

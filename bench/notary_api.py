@@ -53,6 +53,7 @@ from entryway.notary.service import Notary
 from entryway.storage.engine import make_engine
 from entryway.storage.notary import NotaryStore
 from entryway.storage.schema import notarizations, notary_batches
+from entryway.storage.secret_box import SecretBox
 from entryway.storage.webhooks import WebhookStore
 
 CHAIN_ID = 80002
@@ -182,7 +183,7 @@ async def batch(kind: str, leaves: int, devnet: Devnet, anchorer: Anchorer, tmp:
         project_id, _ = await tenant(url)
         engine = make_engine(url)
         store = NotaryStore(engine)
-        webhooks = WebhookStore(engine)
+        webhooks = WebhookStore(engine, secrets=SecretBox.generate())
         await webhooks.create_endpoint(
             project_id, "https://hooks.example.org/n", ["notarization.anchored"]
         )
@@ -192,8 +193,9 @@ async def batch(kind: str, leaves: int, devnet: Devnet, anchorer: Anchorer, tmp:
                 NewNotarization(os.urandom(HASH_BYTES), HASH_BYTES)
                 for _ in range(min(BULK, leaves - start))
             ]
+            key = f"r{start}"
             await store.submit(
-                project_id, None, CHAIN_ID, NotarizationMode.BATCHED, items, f"r{start}"
+                project_id, None, CHAIN_ID, NotarizationMode.BATCHED, items, key, digest=key
             )
         written = time.perf_counter() - started
         t0 = time.perf_counter()

@@ -4,8 +4,10 @@ stopped with SIGINT as an operator would."""
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import httpx
@@ -13,10 +15,14 @@ import httpx
 ENTRYWAY = str(Path(sys.executable).with_name("entryway"))
 
 
-async def start(data_dir: Path, port: int, *extra: str) -> asyncio.subprocess.Process:
+async def start(
+    data_dir: Path, port: int, *extra: str, env: Mapping[str, str] | None = None
+) -> asyncio.subprocess.Process:
+    """`entryway up` with `extra` arguments and `env` over this process's environment."""
     proc = await asyncio.create_subprocess_exec(
         ENTRYWAY, "up", "--data-dir", str(data_dir), "--port", str(port), "--base-port", "0",
         *extra, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+        env={**os.environ, **(env or {})},
     )  # fmt: skip
     async with httpx.AsyncClient() as http:
         for _ in range(600):
@@ -36,3 +42,24 @@ async def stop(proc: asyncio.subprocess.Process) -> None:
     if proc.returncode is None:
         proc.send_signal(signal.SIGINT)
         await asyncio.wait_for(proc.wait(), 30)
+
+
+async def start_unthrottled(
+    data_dir: Path, port: int, name: str
+) -> tuple[asyncio.subprocess.Process, str, str]:
+    """`entryway up` with rate limits out of the way (they are tested on their own; under
+    fuzzing they would only hide what lies behind them), and the admin key of a fresh
+    project made by the operator. Returns the process, the base URL and the key."""
+    proc = await start(data_dir, port, env={"ENTRYWAY_RATE_LIMITS": "FREE=1000000/second"})
+    url = f"http://127.0.0.1:{port}"
+    token = (data_dir / "admin-token").read_text().strip()
+    async with httpx.AsyncClient(base_url=url) as http:
+        made = await http.post(
+            "/v1/admin/projects",
+            headers={"Authorization": f"Bearer {token}"},
+            json={"email": f"{name}@example.org", "name": name, "chains": [80002, 84532]},
+        )
+    if made.status_code != 201:
+        await stop(proc)
+        raise AssertionError(made.text)
+    return proc, url, str(made.json()["apiKey"])

@@ -7,13 +7,25 @@ import json
 import signal
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from entryway.domain.networks import DEFAULT_DEVNET_CHAINS, NETWORKS
 from entryway.errors import EntrywayError
 from entryway.paymaster.commands import paymaster_app
+from entryway.settings.commands import (
+    CONFIG_EXIT,
+    ConfigFile,
+    bundler_chain,
+    checked_chains,
+    config_app,
+    migrate,
+    settings_of,
+)
+
+if TYPE_CHECKING:
+    pass
 
 app = typer.Typer(
     name="entryway",
@@ -22,6 +34,7 @@ app = typer.Typer(
     add_completion=False,
 )
 app.add_typer(paymaster_app)
+app.add_typer(config_app)
 
 DataDir = Annotated[Path, typer.Option("--data-dir", help="Where state and devnet keys live.")]
 
@@ -87,9 +100,18 @@ def devnet(
 
 @app.command()
 def up(
-    data_dir: DataDir = Path(".entryway"),
-    port: Annotated[int, typer.Option(help="Port of the HTTP API.")] = 8000,
-    host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
+    data_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--data-dir", help="Where state and devnet keys live; default: data_dir, .entryway."
+        ),
+    ] = None,
+    port: Annotated[
+        int | None, typer.Option(help="Port of the HTTP API; default: http.port, 8000.")
+    ] = None,
+    host: Annotated[
+        str | None, typer.Option(help="Interface to listen on; default: http.host, 127.0.0.1.")
+    ] = None,
     chains: Annotated[str, typer.Option(help="Devnet chain ids.")] = ",".join(
         map(str, DEFAULT_DEVNET_CHAINS)
     ),
@@ -97,49 +119,90 @@ def up(
     worker: Annotated[
         bool, typer.Option(help="Run durable tasks in this process (else: `entryway worker`).")
     ] = True,
+    config: ConfigFile = None,
 ) -> None:
     """Run the embedded default: devnets with every contract, the API and a bundler per chain.
 
-    State lives in the data dir (SQLite unless ENTRYWAY_DATABASE_URL names a database);
-    `<data-dir>/demo.json` holds a demo project's API key.
+    State lives in the data dir (SQLite unless the settings name a database); the devnet
+    becomes the settings' chains. `<data-dir>/demo.json` holds a demo project's API keys.
     """
-    import logging
-    import os
     from contextlib import asynccontextmanager
 
     import uvicorn
     from fastapi import FastAPI
 
-    from entryway.service.app import create_app
-    from entryway.service.embedded import EmbeddedSettings, run_embedded
+    from entryway.composition.embedded import run_embedded
+    from entryway.composition.serving import configure_process_logging, http_app
     from entryway.service.services import Services
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    logging.getLogger("httpx").setLevel(logging.WARNING)
-    settings = EmbeddedSettings(
-        data_dir=data_dir,
-        chains=_parse_chains(chains),
-        devnet_base_port=base_port,
-        database_url=os.environ.get("ENTRYWAY_DATABASE_URL"),
-        redis_url=os.environ.get("ENTRYWAY_REDIS_URL"),
-        rate_limits=os.environ.get("ENTRYWAY_RATE_LIMITS", ""),
-        admin_token=os.environ.get("ENTRYWAY_ADMIN_TOKEN"),
-        deposit_alert_wei=int(os.environ.get("ENTRYWAY_PAYMASTER_DEPOSIT_ALERT_WEI", 10**17)),
-        worker=worker,
-    )
+    http = {k: v for k, v in (("host", host), ("port", port)) if v is not None}
+    given = {"data_dir": data_dir} if data_dir is not None else {}
+    settings = settings_of(config, http=http, **given)
+    configure_process_logging(settings)
+    host, port, data = settings.http.host, settings.http.port, settings.data_dir
+    services = Services()
+
+    @asynccontextmanager
+    async def lifespan(app_: FastAPI):  # type: ignore[no-untyped-def]
+        async with run_embedded(
+            settings,
+            services,
+            devnet_chains=_parse_chains(chains),
+            devnet_base_port=base_port,
+            worker=worker,
+            metrics=app_.state.metrics,
+        ) as demo:
+            api = f"http://{host}:{port}"
+            typer.secho(f"API        {api}  (GET /healthz, /get-sdk-defaults, POST /rpc/<chainId>)")
+            typer.secho("Dashboard  not built yet")
+            typer.secho(f"API key    {demo['apiKey']}  (admin; also in {data / 'demo.json'})")
+            typer.secho(f"Service    {demo['serviceKey']}  (for apps and the SDK)")
+            typer.secho(f"Operator   token in {data / 'admin-token'}  (/v1/admin/...)")
+            yield
+
+    api = http_app(settings, services, lifespan)
+    uvicorn.run(api, host=host, port=port, log_level="warning", log_config=None)
+
+
+@app.command()
+def api(
+    config: ConfigFile = None,
+    host: Annotated[str | None, typer.Option(help="Interface; default: http.host.")] = None,
+    port: Annotated[int | None, typer.Option(help="Port; default: http.port.")] = None,
+) -> None:
+    """Serve the REST API and JSON-RPC for the configured chains (one replica of many).
+
+    The start checks run first (`entryway config check`); the schema must be in place
+    (`entryway migrate`). Durable tasks run in `entryway worker` processes.
+    """
+    from contextlib import asynccontextmanager
+
+    import uvicorn
+    from fastapi import FastAPI
+
+    from entryway.composition import build_services
+    from entryway.composition.serving import configure_process_logging, http_app
+    from entryway.service.services import Services
+
+    http = {k: v for k, v in (("host", host), ("port", port)) if v is not None}
+    settings = settings_of(config, http=http)
+    configure_process_logging(settings)
+    prepared = checked_chains(settings)
     services = Services()
 
     @asynccontextmanager
     async def lifespan(_: FastAPI):  # type: ignore[no-untyped-def]
-        async with run_embedded(settings, services) as demo:
-            api = f"http://{host}:{port}"
-            typer.secho(f"API        {api}  (GET /healthz, /get-sdk-defaults, POST /rpc/<chainId>)")
-            typer.secho("Dashboard  not built yet")
-            typer.secho(f"API key    {demo['apiKey']}  (also in {data_dir / 'demo.json'})")
-            typer.secho(f"Operator   token in {data_dir / 'admin-token'}  (/v1/admin/...)")
+        async with build_services(settings, services=services, chains=prepared):
+            typer.secho(f"API        http://{settings.http.host}:{settings.http.port}")
             yield
 
-    uvicorn.run(create_app(services, lifespan), host=host, port=port, log_level="warning")
+    app_ = http_app(settings, services, lifespan)
+    uvicorn.run(
+        app_, host=settings.http.host, port=settings.http.port, log_level="warning", log_config=None
+    )
+
+
+app.command()(migrate)
 
 
 @app.command()
@@ -199,10 +262,18 @@ def addresses(
 
 @app.command()
 def bundler(
-    rpc_url: Annotated[str, typer.Option(help="The chain's JSON-RPC endpoint.")],
+    rpc_url: Annotated[
+        str | None, typer.Option(help="The chain's JSON-RPC endpoint (without --chain).")
+    ] = None,
     executor_key_file: Annotated[
-        list[Path], typer.Option(help="File(s) of executor private keys, one per line.")
-    ],
+        list[Path] | None,
+        typer.Option(help="File(s) of executor private keys, one per line (without --chain)."),
+    ] = None,
+    chain: Annotated[
+        int | None,
+        typer.Option(help="Take the chain's URLs, executor keys and EntryPoint from --config."),
+    ] = None,
+    config: ConfigFile = None,
     entry_point: Annotated[
         str, typer.Option(help="EntryPoint v0.8 address.")
     ] = "0x4337084D9E255Ff0702461CF8895CE9E3b5Ff108",
@@ -225,28 +296,43 @@ def bundler(
         bool, typer.Option(help="Deploy EntryPoint v0.8 first if the chain lacks it.")
     ] = False,
 ) -> None:
-    """Run a standalone ERC-4337 v0.8 bundler for any EVM chain."""
-    import logging
-
+    """Run a standalone ERC-4337 v0.8 bundler for any EVM chain: given by --rpc-url and
+    --executor-key-file, or by --chain N from the settings (--config)."""
     import uvicorn
 
-    from entryway.bundler.standalone import (
-        StandaloneSettings,
-        create_standalone_app,
-        read_executor_keys,
-    )
+    from entryway.bundler.standalone import StandaloneSettings, read_executor_keys
     from entryway.bundler.states import BundlingMode
+    from entryway.composition import request_limits
+    from entryway.composition.leader import bundles_from_intake, lead_until_signalled
+    from entryway.composition.serving import configure_process_logging
+    from entryway.service.bundler_app import create_standalone_app
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per node call is noise
-    try:
-        keys = read_executor_keys(executor_key_file)
-    except EntrywayError as exc:
-        typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
-        raise typer.Exit(1) from None
+    loaded = settings_of(config)
+    configure_process_logging(loaded)
+    limits = request_limits(loaded)
+    fee_rules = None
+    if chain is not None:
+        configured = bundler_chain(config, chain)
+        if bundles_from_intake(settings_of(config), chain):  # leader or standby, no HTTP
+            _run(lead_until_signalled(settings_of(config), chain, configured))
+            return
+        urls: str | tuple[str, ...] = configured.rpc_urls
+        keys, entry_point = configured.executor_keys, configured.entry_point
+        fee_rules = configured.fee_rules
+    elif rpc_url is None or not executor_key_file:
+        typer.secho("error: give --chain N, or --rpc-url and --executor-key-file", err=True)
+        raise typer.Exit(CONFIG_EXIT)
+    else:
+        urls = rpc_url
+        try:
+            keys = read_executor_keys(executor_key_file)
+        except EntrywayError as exc:
+            typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
+            raise typer.Exit(1) from None
     settings = StandaloneSettings(
-        rpc_url=rpc_url,
+        rpc_url=urls,
         entry_point=entry_point,
+        fee_rules=fee_rules,
         executor_keys=keys,
         debug_rpc=debug_rpc,
         auto_bundle_interval_s=auto_bundle_interval,
@@ -257,7 +343,8 @@ def bundler(
         beneficiary=beneficiary,
         deploy_entry_point=deploy_entry_point,
     )
-    uvicorn.run(create_standalone_app(settings), host=host, port=port, log_level="warning")
+    app = create_standalone_app(settings, limits)
+    uvicorn.run(app, host=host, port=port, log_level="warning", log_config=None)
 
 
 @app.command()
@@ -288,16 +375,19 @@ def verify(
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def worker(ctx: typer.Context) -> None:
-    """Run durable tasks (webhook deliveries, ...) as their own process.
+    """Run durable tasks as their own process.
 
-    Options: --database-url (default $ENTRYWAY_DATABASE_URL), --data-dir (an `entryway up`
-    data directory: its database, chains and notary key, so notary batches are anchored too),
-    --notary-key-file, --concurrency, --lease-seconds, --poll-interval, --shutdown-grace,
-    --delivery-timeout. `entryway up` runs one in-process unless --no-worker.
+    With --config FILE: every task kind (webhook deliveries, notary anchoring, sponsorship
+    settlement, recovery steps) for the configured chains. Without: webhook deliveries on
+    --database-url (default: the settings' database_url), and notary anchoring too with
+    --data-dir (an `entryway up` data directory). Also --notary-key-file, --concurrency,
+    --lease-seconds, --poll-interval, --shutdown-grace, --delivery-timeout,
+    --webhook-allow-private. `entryway up` runs one in-process unless --no-worker.
     """
+    from entryway.composition.worker_process import run_configured_worker
     from entryway.worker.main import main as worker_main
 
-    worker_main(ctx.args)
+    worker_main(ctx.args, configured=run_configured_worker)
 
 
 @app.command()

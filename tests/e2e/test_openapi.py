@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from entryway.devnet.anvil import free_port
-from tests.running import start, stop
+from tests.running import start_unthrottled, stop
 
 SCHEMATHESIS = str(Path(sys.executable).with_name("schemathesis"))
 STABLE_OPERATION_IDS = {
@@ -20,7 +20,7 @@ STABLE_OPERATION_IDS = {
     "accountInfo", "accountInfoV1", "opStatus", "opStatusV1", "jsonRpc", "getProject",
     "updateProject", "listKeys", "createKey", "updateKey", "revokeKey", "listPlans",
     "changePlan", "getCredits", "getUsage", "exportUsage", "listInvoices", "listAlerts",
-    "adminCreateProject", "adminRecordPurchase", "adminCloseCycles",
+    "adminCreateProject", "adminRecordPurchase", "adminCloseCycles", "adminIssueKey",
 }  # fmt: skip
 
 
@@ -29,23 +29,9 @@ async def fuzz_target(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> AsyncIterator[tuple[str, str]]:
     """A running service (rate limits out of the way) and a key of a project made for it."""
-    data_dir = tmp_path_factory.mktemp("fuzz")
-    port = free_port()
-    mp = pytest.MonkeyPatch()
-    mp.setenv("ENTRYWAY_RATE_LIMITS", "FREE=1000000/second")
-    proc = await start(data_dir, port)
-    mp.undo()
-    url = f"http://127.0.0.1:{port}"
-    token = (data_dir / "admin-token").read_text().strip()
-    async with httpx.AsyncClient(base_url=url) as http:
-        r = await http.post(
-            "/v1/admin/projects",
-            headers={"Authorization": f"Bearer {token}"},
-            json={"email": "fuzz@example.org", "name": "fuzz", "chains": [80002, 84532]},
-        )
-        assert r.status_code == 201, r.text
+    proc, url, key = await start_unthrottled(tmp_path_factory.mktemp("fuzz"), free_port(), "fuzz")
     try:
-        yield url, r.json()["apiKey"]
+        yield url, key
     finally:
         await stop(proc)
 

@@ -50,6 +50,22 @@ async def test_the_demo_key_reaches_sdk_defaults_and_the_bundler(
         assert rpc.json() == {"jsonrpc": "2.0", "id": 1, "result": hex(84532)}
 
 
+async def test_the_demo_has_an_admin_key_and_a_service_key_for_apps(
+    service: tuple[str, dict[str, Any], Path],
+) -> None:
+    url, demo, _ = service
+    admin = {"Authorization": f"Bearer {demo['apiKey']}"}
+    app = {"Authorization": f"Bearer {demo['serviceKey']}"}
+    async with httpx.AsyncClient(base_url=url) as http:
+        keys = (await http.get("/v1/keys", headers=admin)).json()
+        assert sorted(k["role"] for k in keys) == ["admin", "service"]
+        assert all(k["chains"] == [80002, 84532] for k in keys)
+        r = await http.get("/get-sdk-defaults", params={"chainId": 84532}, headers=app)
+        assert r.status_code == 200, r.text
+        r = await http.patch("/v1/project", headers=app, json={"name": "mine now"})
+        assert (r.status_code, r.json()["code"]) == (403, "admin_key_required")
+
+
 async def test_errors_are_problem_details_with_stable_codes(
     service: tuple[str, dict[str, Any], Path],
 ) -> None:
@@ -91,6 +107,7 @@ async def test_a_restart_keeps_the_demo_key_and_the_chains(tmp_path: Path) -> No
     try:
         again = json.loads((tmp_path / "demo.json").read_text())
         assert again["apiKey"] == first["apiKey"] and again["projectId"] == first["projectId"]
+        assert again["serviceKey"] == first["serviceKey"]
         for chain_id, chain in first["chains"].items():
             for name in ("entryPoint", "accountFactory", "paymaster", "notary"):
                 assert again["chains"][chain_id][name] == chain[name]

@@ -102,7 +102,7 @@ def test_bad_amounts_are_refused() -> None:
         account.add(CreditLot.new("x", LotKind.GRANT, 1, START))
 
 
-def test_plans_are_the_seeds() -> None:
+def test_plans_are_the_required_ones() -> None:
     expected = {
         "FREE": (0, 1_000_000, False),
         "STARTER": (5_000_000, 5_000_000, True),

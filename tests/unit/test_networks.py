@@ -14,7 +14,7 @@ from entryway.domain.networks import (
 from entryway.errors import EntrywayError
 
 
-def test_the_four_seed_networks() -> None:
+def test_the_four_required_networks() -> None:
     assert {n.chain_id: n.name for n in NETWORKS.values()} == {
         137: "polygon-mainnet",
         80002: "polygon-amoy",

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from entryway.bundler.errors import BundlerError
 from entryway.bundler.rpc_types import user_operation_json
 from entryway.chain.rpc import RpcTransportError
+from entryway.domain.bounds import unprintable
 from entryway.domain.evm import keccak
 from entryway.domain.pricebook import default_price_book
 from entryway.domain.signatures import eth_signed_message_digest, paymaster_digest
@@ -161,6 +162,9 @@ def test_periods_start_on_utc_calendar_boundaries(at: datetime) -> None:
 addresses = st.binary(min_size=20, max_size=20).map(lambda b: "0x" + b.hex())
 selectors = st.binary(min_size=4, max_size=4).map(lambda b: "0x" + b.hex())
 periods = st.sampled_from([p.value for p in Period])
+printable_names = st.text(min_size=1, max_size=200).filter(
+    lambda t: t.strip() and unprintable(t) is None
+)
 docs = st.fixed_dictionaries(
     {},
     optional={
@@ -173,8 +177,9 @@ docs = st.fixed_dictionaries(
         ),
         "allowedTargets": st.lists(addresses, max_size=4),
         "allowedSelectors": st.lists(selectors),
-        "endsAt": st.datetimes(timezones=st.just(UTC)).map(datetime.isoformat),
-        "sponsor": st.fixed_dictionaries({"name": st.text(min_size=1).filter(str.strip)}),
+        "endsAt": st.datetimes(datetime(2000, 1, 1), datetime(9998, 12, 31),
+                               timezones=st.just(UTC)).map(datetime.isoformat),
+        "sponsor": st.fixed_dictionaries({"name": printable_names}),
     },
 )  # fmt: skip
 

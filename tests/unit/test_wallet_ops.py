@@ -1,6 +1,7 @@
-"""Wallet charges of sponsored ops (seed 8.3) and the recovery model, without a chain: what an
-op is charged for, that the charges ride in the sponsorship quote at an exact sum (the same at
-hold and at settlement), the guardians' typed data, signatures and what a chain state means."""
+"""Wallet charges of sponsored ops (requirements §8.3) and the recovery model, without a chain:
+what an op is charged for, that the charges ride in the sponsorship quote at an exact sum (the
+same at hold and at settlement), the guardians' typed data, signatures and what a chain state
+means."""
 
 from __future__ import annotations
 

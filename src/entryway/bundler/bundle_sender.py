@@ -77,6 +77,7 @@ class BundleSender:
                     OpStatus.SUBMITTED, tx.latest.tx_hash
                 )
             self._in_flight[tx.latest.tx_hash] = {e.op.sender for e in ops}
+            self.bundler.counts.bundles_sent += 1
         log.info("sent a bundle of %d ops: %s", len(ops), tx.latest.tx_hash)
         follow = self._follow(executor, tx, ops)
         if wait:
@@ -95,6 +96,7 @@ class BundleSender:
             now=now, block=block, received_before=time.time() - max_age
         ):
             self.bundler.tracked[entry.user_op_hash] = Tracked(OpStatus.DROPPED, reason=reason)
+            self.bundler.counts.ops_dropped += 1
         busy = {s for senders in self._in_flight.values() for s in senders}
         candidates = [e for e in self.bundler.mempool.entries() if e.op.sender not in busy]
         chosen = select_bundle(
@@ -178,6 +180,7 @@ class BundleSender:
         log.info("dropped op 0x%s of %s: %s", entry.user_op_hash.hex(), entry.op.sender, reason)
         self.bundler.mempool.remove(entry.user_op_hash)
         self.bundler.tracked[entry.user_op_hash] = Tracked(OpStatus.DROPPED, reason=reason)
+        self.bundler.counts.ops_dropped += 1
 
     async def _follow(self, executor: TransactionManager, tx: Any, ops: list[MempoolEntry]) -> None:
         first_hash = tx.latest.tx_hash
@@ -186,6 +189,7 @@ class BundleSender:
         except TransactionDroppedError as exc:
             for e in ops:
                 self.bundler.tracked[e.user_op_hash] = Tracked(OpStatus.DROPPED, reason=str(exc))
+            self.bundler.counts.ops_dropped += len(ops)
             return
         finally:
             self._in_flight.pop(first_hash, None)
@@ -193,6 +197,7 @@ class BundleSender:
 
     def _record(self, receipt: TxReceipt, ops: list[MempoolEntry]) -> None:
         topic = EP.event_topic("UserOperationEvent")
+        self.bundler.counts.bundle_gas_used += receipt.gas_used
         outcomes = {}
         for entry_log in receipt.logs:
             if entry_log.topics and entry_log.topics[0] == topic:
@@ -207,6 +212,8 @@ class BundleSender:
                 )
                 continue
             status = OpStatus.INCLUDED if success else OpStatus.FAILED
+            self.bundler.counts.ops_included += success
+            self.bundler.counts.ops_reverted += not success
             self.bundler.tracked[e.user_op_hash] = Tracked(status, receipt.tx_hash)
             for address in e.accountable():
                 self.bundler.reputation.included(address)

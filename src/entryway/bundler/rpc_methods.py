@@ -10,6 +10,7 @@ from typing import Any
 from entryway import contracts
 from entryway.bundler.errors import BundlerError, RpcErrorCode, invalid_params
 from entryway.bundler.gas.estimation import GasEstimator
+from entryway.bundler.port import suggested_fees
 from entryway.bundler.reputation import ReputationStatus
 from entryway.bundler.rpc_types import (
     parse_address,
@@ -17,19 +18,16 @@ from entryway.bundler.rpc_types import (
     parse_user_operation,
     user_operation_json,
 )
-from entryway.bundler.service import Bundler
+from entryway.bundler.service import BeforeMempool, Bundler
 from entryway.bundler.states import BundlingMode, OpStatus
 from entryway.bundler.validation.rules import StakeInfo
+from entryway.bundler.validation.sanity import check_bounds
 from entryway.chain.rpc import RpcError, RpcTransportError
 from entryway.domain.evm import to_hex
 
 log = logging.getLogger("entryway.bundler.rpc")
 EP = contracts.load("EntryPoint").abi
 Handler = Callable[[list[Any]], Awaitable[Any]]
-# (% of the node's suggested tip, % of the base fee). Standard pays the suggestion itself: a
-# margin on top would feed back where our own ops set the suggestion (a devnet, a quiet
-# chain) and raise it every block.
-GAS_PRICE_TIERS = {"slow": (90, 100), "standard": (100, 150), "fast": (125, 200)}
 
 
 def _param(params: list[Any], index: int, name: str) -> Any:
@@ -75,12 +73,16 @@ class BundlerRpc:
                 }
             )
 
-    async def dispatch(self, request: Any) -> dict[str, Any] | None:
-        """One JSON-RPC request object in, one response object out (None for a notification)."""
+    async def dispatch(
+        self, request: Any, *, before_mempool: BeforeMempool | None = None
+    ) -> dict[str, Any] | None:
+        """One JSON-RPC request object in, one response object out (None for a notification).
+        `before_mempool` is handed to an eth_sendUserOperation's `Bundler.send`; what it
+        raises, other than a BundlerError, propagates to the caller."""
         if (
             not isinstance(request, dict)
             or request.get("jsonrpc") != "2.0"
-            or "method" not in request
+            or not isinstance(request.get("method"), str)  # a list or object cannot be looked up
         ):
             return _error(
                 None, BundlerError(RpcErrorCode.INVALID_REQUEST, "invalid JSON-RPC request")
@@ -96,7 +98,10 @@ class BundlerRpc:
         if not isinstance(params, list):
             return _error(request_id, invalid_params("params must be an array"))
         try:
-            result = await handler(params)
+            if before_mempool is not None and handler == self.send_user_operation:
+                result = await self.send_user_operation(params, before_mempool)
+            else:
+                result = await handler(params)
         except BundlerError as exc:
             return _error(request_id, exc)
         except (RpcTransportError, RpcError) as exc:
@@ -116,10 +121,12 @@ class BundlerRpc:
     async def supported_entry_points(self, params: list[Any]) -> list[str]:
         return [self.bundler.config.entry_point]
 
-    async def send_user_operation(self, params: list[Any]) -> str:
+    async def send_user_operation(
+        self, params: list[Any], before_mempool: BeforeMempool | None = None
+    ) -> str:
         op = parse_user_operation(_param(params, 0, "userOp"))
         self.bundler.check_entry_point(_param(params, 1, "entryPoint"))
-        return to_hex(await self.bundler.send(op))
+        return to_hex(await self.bundler.send(op, before_mempool=before_mempool))
 
     async def estimate_user_operation_gas(self, params: list[Any]) -> dict[str, str]:
         raw = _param(params, 0, "userOp")
@@ -138,16 +145,17 @@ class BundlerRpc:
                 **{k: v for k, v in raw.items() if v is not None},
             }
         op = parse_user_operation(raw)
+        check_bounds(op, self.bundler.config.sanity)
         self.bundler.check_entry_point(_param(params, 1, "entryPoint"))
         override = params[2] if len(params) > 2 and isinstance(params[2], dict) else None
         return (await self.estimator.estimate(op, override)).to_json()
 
     async def get_user_operation_by_hash(self, params: list[Any]) -> dict[str, Any] | None:
         op_hash = _hash_param(params)
-        entry = self.bundler.mempool.get(op_hash)
-        if entry is not None:
+        pending = await self.bundler.pending_op(op_hash)
+        if pending is not None:
             return {
-                "userOperation": user_operation_json(entry.op),
+                "userOperation": user_operation_json(pending),
                 "entryPoint": self.bundler.config.entry_point,
                 "transactionHash": None,
                 "blockHash": None,
@@ -165,18 +173,13 @@ class BundlerRpc:
         return await self.bundler.receipts.receipt(op_hash)
 
     async def gas_price(self, params: list[Any]) -> dict[str, dict[str, str]]:
-        block = await self.bundler.eth.get_block("latest")
-        base_fee = int(block.get("baseFeePerGas", "0x0"), 16)
-        suggested = await self.bundler.eth.max_priority_fee()
-        floor = self.bundler.config.min_priority_fee_per_gas
-        out = {}
-        for tier, (tip_pct, base_pct) in GAS_PRICE_TIERS.items():
-            priority = max(max(suggested, floor) * tip_pct // 100, floor)
-            out[tier] = {
-                "maxFeePerGas": hex(base_fee * base_pct // 100 + priority),
-                "maxPriorityFeePerGas": hex(priority),
+        return {
+            tier: {
+                "maxFeePerGas": hex(fee.max_fee_per_gas),
+                "maxPriorityFeePerGas": hex(fee.max_priority_fee_per_gas),
             }
-        return out
+            for tier, fee in (await suggested_fees(self.bundler)).items()
+        }
 
     async def op_status(self, params: list[Any]) -> dict[str, Any]:
         return await self.bundler.status(_hash_param(params))

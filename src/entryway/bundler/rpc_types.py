@@ -10,9 +10,11 @@ from entryway.domain.eip7702 import MARKER, Authorization
 from entryway.domain.evm import checksum
 from entryway.domain.userop import UserOperation
 
-_HEX_QUANTITY = re.compile(r"^0x(0|[1-9a-fA-F][0-9a-fA-F]*)$")
-_HEX_DATA = re.compile(r"^0x([0-9a-fA-F]{2})*$")
-_ADDRESS = re.compile(r"^0x[0-9a-fA-F]{40}$")
+# A quantity is a hex string. The spec writes it without leading zeros; several clients pad
+# ("0x01", a 32-byte word), so zeros are tolerated, up to 64 digits in all.
+_HEX_QUANTITY = re.compile(r"0x[0-9a-fA-F]{1,64}")
+_HEX_DATA = re.compile(r"0x(?:[0-9a-fA-F]{2})*")
+_ADDRESS = re.compile(r"0x[0-9a-fA-F]{40}")
 _UINT256_MAX = 2**256 - 1
 _UINT128_MAX = 2**128 - 1
 
@@ -30,30 +32,49 @@ _REQUIRED = (
 
 
 def parse_quantity(value: Any, field: str, *, limit: int = _UINT256_MAX) -> int:
-    if isinstance(value, int) and not isinstance(value, bool):
-        number = value
-    elif isinstance(value, str) and _HEX_QUANTITY.match(value):
-        number = int(value, 16)
-    elif isinstance(value, str) and re.match(r"^0x0[0-9a-fA-F]+$", value):
-        # Leading zeros are tolerated: several clients send them.
-        number = int(value, 16)
-    else:
-        raise invalid_params(f"{field}: expected a hex quantity, got {value!r}")
-    if not 0 <= number <= limit:
+    """A hex string only: a JSON number, a bool or a decimal string is refused, as the
+    spec's quantity type is (`12` and `"12"` would otherwise be read two ways)."""
+    if not isinstance(value, str):
+        raise invalid_params(f"{field}: expected a hex quantity string, got {_shown(value)}")
+    if not _HEX_QUANTITY.fullmatch(value):
+        raise invalid_params(f"{field}: expected a hex quantity (0x…), got {_shown(value)}")
+    number = int(value, 16)
+    if number > limit:
         raise invalid_params(f"{field}: {number} is out of range")
     return number
 
 
 def parse_data(value: Any, field: str) -> bytes:
-    if not isinstance(value, str) or not _HEX_DATA.match(value):
-        raise invalid_params(f"{field}: expected hex bytes, got {value!r}")
+    if not isinstance(value, str) or not _HEX_DATA.fullmatch(value):
+        raise invalid_params(f"{field}: expected hex bytes, got {_shown(value)}")
     return bytes.fromhex(value[2:])
 
 
 def parse_address(value: Any, field: str) -> str:
-    if not isinstance(value, str) or not _ADDRESS.match(value):
-        raise invalid_params(f"{field}: expected a 20-byte address, got {value!r}")
+    if not isinstance(value, str) or not _ADDRESS.fullmatch(value):
+        raise invalid_params(f"{field}: expected a 20-byte address, got {_shown(value)}")
     return checksum(value)
+
+
+def _shown(value: Any) -> str:
+    """What the client sent, for an error message: a JSON type, or a string cut short."""
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "an array"
+    if not isinstance(value, str):
+        return "null"
+    return repr(value if len(value) <= 80 else value[:80] + "…")
+
+
+def _optional(raw: dict[str, Any], name: str, absent: str) -> Any:
+    """An optional field's value; only a missing field or null takes the default."""
+    value = raw.get(name)
+    return absent if value is None else value
 
 
 def parse_user_operation(raw: Any) -> UserOperation:
@@ -86,19 +107,19 @@ def parse_user_operation(raw: Any) -> UserOperation:
         ),
         signature=parse_data(raw["signature"], "signature"),
         factory=None if factory is None else parse_address(factory, "factory"),
-        factory_data=parse_data(raw.get("factoryData") or "0x", "factoryData"),
+        factory_data=parse_data(_optional(raw, "factoryData", "0x"), "factoryData"),
         paymaster=None if paymaster is None else parse_address(paymaster, "paymaster"),
         paymaster_verification_gas_limit=parse_quantity(
-            raw.get("paymasterVerificationGasLimit") or "0x0",
+            _optional(raw, "paymasterVerificationGasLimit", "0x0"),
             "paymasterVerificationGasLimit",
             limit=_UINT128_MAX,
         ),
         paymaster_post_op_gas_limit=parse_quantity(
-            raw.get("paymasterPostOpGasLimit") or "0x0",
+            _optional(raw, "paymasterPostOpGasLimit", "0x0"),
             "paymasterPostOpGasLimit",
             limit=_UINT128_MAX,
         ),
-        paymaster_data=parse_data(raw.get("paymasterData") or "0x", "paymasterData"),
+        paymaster_data=parse_data(_optional(raw, "paymasterData", "0x"), "paymasterData"),
         eip7702_auth=None if auth is None else parse_authorization(auth),
     )
 

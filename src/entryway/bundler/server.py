@@ -1,10 +1,14 @@
-"""The standalone bundler: JSON-RPC over HTTP at POST /rpc (and POST /)."""
+"""The standalone bundler: JSON-RPC over HTTP at POST /rpc (and POST /), with the batch limits
+of `rpc_batch`; it has no API keys, so no rate limit. The HTTP edge in front of it (request
+ids, security headers, body size and JSON depth limits) is the service's, installed by the
+composition root (`service.bundler_app`) through `edge`."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 import orjson
 from starlette.applications import Starlette
@@ -12,14 +16,31 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from entryway.bundler.rpc_batch import batch_refusal, run_batch
 from entryway.bundler.rpc_methods import BundlerRpc
+
+Edge = Callable[[Starlette], None]  # adds the HTTP edge's middleware to the app
+
+
+class BatchLimits(Protocol):
+    @property
+    def max_rpc_batch(self) -> int: ...
+
+    @property
+    def max_rpc_batch_heavy(self) -> int: ...
+
+
+@dataclass(frozen=True, slots=True)
+class DefaultBatchLimits:
+    max_rpc_batch: int = 100
+    max_rpc_batch_heavy: int = 10
 
 
 def _json(body: Any) -> Response:
     return Response(orjson.dumps(body), media_type="application/json")
 
 
-async def handle_rpc(rpc: BundlerRpc, request: Request) -> Response:
+async def handle_rpc(rpc: BundlerRpc, request: Request, limits: BatchLimits) -> Response:
     try:
         payload = orjson.loads(await request.body())
     except orjson.JSONDecodeError:
@@ -27,24 +48,30 @@ async def handle_rpc(rpc: BundlerRpc, request: Request) -> Response:
             {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "parse error"}}
         )
     if isinstance(payload, list):
-        if not payload:
-            return _json(
-                {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "empty batch"}}
-            )
-        responses = [r for r in [await rpc.dispatch(item) for item in payload] if r is not None]
-        return _json(responses)
+        refusal = batch_refusal(payload, limits.max_rpc_batch)
+        if refusal is not None:
+            return _json(refusal)
+        return _json(await run_batch(payload, rpc.dispatch, max_heavy=limits.max_rpc_batch_heavy))
     response = await rpc.dispatch(payload)
     return _json(response) if response is not None else Response(status_code=204)
 
 
-def create_bundler_app(rpc: BundlerRpc, lifespan: Any = None) -> Starlette:
+def create_bundler_app(
+    rpc: BundlerRpc,
+    lifespan: Any = None,
+    limits: BatchLimits | None = None,
+    *,
+    edge: Edge | None = None,
+) -> Starlette:
+    chosen: BatchLimits = limits or DefaultBatchLimits()
+
     async def endpoint(request: Request) -> Response:
-        return await handle_rpc(rpc, request)
+        return await handle_rpc(rpc, request, chosen)
 
     async def health(request: Request) -> Response:
         return _json({"status": "ok", "mempool": len(rpc.bundler.mempool)})
 
-    return Starlette(
+    app = Starlette(
         routes=[
             Route("/rpc", endpoint, methods=["POST"]),
             Route("/", endpoint, methods=["POST"]),
@@ -52,6 +79,9 @@ def create_bundler_app(rpc: BundlerRpc, lifespan: Any = None) -> Starlette:
         ],
         lifespan=lifespan,
     )
+    if edge is not None:
+        edge(app)
+    return app
 
 
 @asynccontextmanager

@@ -7,6 +7,8 @@ import asyncio
 import contextlib
 import logging
 import time
+import weakref
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,6 +16,7 @@ from entryway import contracts
 from entryway.bundler.auto import AutoBundler
 from entryway.bundler.bundle_sender import BundleSender
 from entryway.bundler.bundling import BundleLimits
+from entryway.bundler.counts import BundlerCounts
 from entryway.bundler.errors import BundlerError, RpcErrorCode, invalid_params
 from entryway.bundler.gas.l1fee import L1FeeQuoter
 from entryway.bundler.gas.pvg import minimum_pre_verification_gas, pre_verification_gas
@@ -23,6 +26,7 @@ from entryway.bundler.receipts import ReceiptReader
 from entryway.bundler.reputation import Reputation, ReputationStatus
 from entryway.bundler.states import BundlingMode, OpStatus, Tracked
 from entryway.bundler.submission import TransactionManager
+from entryway.bundler.tracking import TrackedOps, TrackingLimits
 from entryway.bundler.validation.outcome import ValidationData, ValidationOutcome
 from entryway.bundler.validation.rules import RuleSettings, StakeInfo
 from entryway.bundler.validation.sanity import SanityLimits, check_sanity
@@ -36,6 +40,8 @@ from entryway.domain.userop import UserOperation, user_op_hash
 log = logging.getLogger("entryway.bundler")
 HEAD_TTL_S = 0.1  # how stale a head read a newly sent op may be judged against
 EP = contracts.load("EntryPoint").abi
+# Runs once an op passed validation, before it enters the mempool: raising keeps it out.
+BeforeMempool = Callable[[UserOperation, bytes], Awaitable[None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,11 +59,14 @@ class BundlerConfig:
     mempool: MempoolLimits = field(default_factory=MempoolLimits)
     bundle: BundleLimits = field(default_factory=BundleLimits)
     receipt_lookback_blocks: int = 10_000
+    tracking: TrackingLimits = field(default_factory=TrackingLimits)  # what became of ops
     min_priority_fee_per_gas: int = 0
     l1_fee_oracle: str | None = None  # OP-stack GasPriceOracle, on chains that post to L1
 
 
 class Bundler:
+    intake_only = False  # validates and hands ops on, never bundles (bundler.intake)
+
     def __init__(
         self,
         eth: EthClient,
@@ -65,7 +74,7 @@ class Bundler:
         validator: Validator,
         config: BundlerConfig,
     ) -> None:
-        if not executors:
+        if not executors and not self.intake_only:
             raise ValueError("a bundler needs at least one executor key")
         self.eth = eth
         self.executors = executors
@@ -77,9 +86,15 @@ class Bundler:
         self.receipts = ReceiptReader(
             eth, config.entry_point, config.chain_id, config.receipt_lookback_blocks
         )
-        self.tracked: dict[bytes, Tracked] = {}
+        # Bounded: final ops are forgotten once old; the chain's logs still answer for them.
+        self.tracked = TrackedOps(config.tracking)
+        self.counts = BundlerCounts()  # read by the service's metrics
         self.l1_fees = L1FeeQuoter(eth, config.l1_fee_oracle) if config.l1_fee_oracle else None
         self._tasks: list[asyncio.Task[None]] = []
+        # One admission at a time per sender while its caller accounts for the op.
+        self._admitting: weakref.WeakValueDictionary[str, asyncio.Lock] = (
+            weakref.WeakValueDictionary()
+        )
         self.head = ChainHead(eth)
         self.sender = BundleSender(self)
         self.auto = AutoBundler(self)
@@ -155,7 +170,12 @@ class Bundler:
                 f"this bundler serves {self.config.entry_point}"
             )
 
-    async def send(self, op: UserOperation) -> bytes:
+    async def send(
+        self, op: UserOperation, *, before_mempool: BeforeMempool | None = None
+    ) -> bytes:
+        """Validate `op` and add it to the mempool; its hash. `before_mempool` (the service
+        recording what the op costs) runs between the two: when it raises, the op is not
+        added, so no op is bundled that its caller failed to account for."""
         await self._check_authorization(op)
         op_hash = await self.op_hash(op)
         block_number, now, base_fee = await self.head.now(max_age_s=HEAD_TTL_S)
@@ -187,16 +207,38 @@ class Bundler:
             raise invalid_params(
                 f"preVerificationGas {op.pre_verification_gas} is below the {required} required"
             )
-        replaced = self.mempool.add(entry)
+        await self._admit(entry, before_mempool)
+        return op_hash
+
+    async def _admit(self, entry: MempoolEntry, before_mempool: BeforeMempool | None) -> None:
+        """Take a validated op into the mempool (accounted first, with `before_mempool`)."""
+        if before_mempool is None:
+            replaced = self.mempool.add(entry)
+        else:
+            replaced = await self._admit_accounted(entry, before_mempool)
         if replaced is not None:
             self.tracked.pop(replaced.user_op_hash, None)
             self._forget_seen(replaced)
         self._count_seen(entry)
-        self.tracked[op_hash] = Tracked(OpStatus.PENDING)
+        self.tracked[entry.user_op_hash] = Tracked(OpStatus.PENDING)
         self.auto.op_arrived()
         if len(self.mempool) >= self.config.auto_bundle_mempool_size:
             self.auto.wake.set()
-        return op_hash
+
+    async def _admit_accounted(
+        self, entry: MempoolEntry, before_mempool: BeforeMempool
+    ) -> MempoolEntry | None:
+        """Check the mempool would take the op, let the caller account for it, then add it.
+        A refusal comes before the accounting, so a refused op is never charged; the sender's
+        lock keeps another op of the same sender (a replacement, a retry) from slipping in
+        between the check and the add while the caller writes."""
+        lock = self._admitting.get(entry.op.sender)
+        if lock is None:
+            lock = self._admitting[entry.op.sender] = asyncio.Lock()
+        async with lock:
+            self.mempool.check_admission(entry)
+            await before_mempool(entry.op, entry.user_op_hash)
+            return self.mempool.add(entry)
 
     def _entry(
         self, op: UserOperation, op_hash: bytes, outcome: ValidationOutcome, block: int
@@ -306,6 +348,11 @@ class Bundler:
         if tracked.reason:
             out["reason"] = tracked.reason
         return out
+
+    async def pending_op(self, op_hash: bytes) -> UserOperation | None:
+        """The op while it waits to be bundled (eth_getUserOperationByHash before its receipt)."""
+        entry = self.mempool.get(op_hash)
+        return None if entry is None else entry.op
 
     def clear(self) -> None:
         self.mempool.clear()

@@ -1,33 +1,31 @@
-"""Composition root of the standalone bundler (`entryway bundler`)."""
+"""The standalone bundler (`entryway bundler`) built from its settings; its HTTP app is
+`service.bundler_app`'s."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from eth_account import Account
 from eth_account.signers.local import LocalAccount
-from starlette.applications import Starlette
 
 from entryway import contracts
 from entryway.bundler.gas.estimation import GasEstimator
 from entryway.bundler.rpc_methods import BundlerRpc
-from entryway.bundler.server import create_bundler_app
 from entryway.bundler.service import Bundler, BundlerConfig
 from entryway.bundler.states import BundlingMode
 from entryway.bundler.submission import TransactionManager
 from entryway.bundler.validation.rules import RuleSettings
 from entryway.bundler.validation.sanity import SanityLimits
 from entryway.bundler.validation.simulation import Simulator, Validator
-from entryway.chain.rpc import EthClient, JsonRpcClient
+from entryway.chain.rpc import EthClient
 from entryway.chain.transactor import Transactor
 from entryway.deploy.deployer import ContractDeployer, runtime_code_matches
 from entryway.deploy.plan import Operator, plan_deployment
 from entryway.domain.evm import checksum
-from entryway.domain.networks import NETWORKS
+from entryway.domain.networks import FeeRules, fee_rules_for
 from entryway.errors import ConfigurationError
 
 EP = contracts.load("EntryPoint").abi
@@ -36,7 +34,7 @@ log = logging.getLogger("entryway.bundler")
 
 @dataclass(frozen=True)
 class StandaloneSettings:
-    rpc_url: str
+    rpc_url: str | tuple[str, ...]  # several: failover, in this order
     entry_point: str
     executor_keys: tuple[LocalAccount, ...]
     debug_rpc: bool = False
@@ -48,6 +46,7 @@ class StandaloneSettings:
     beneficiary: str | None = None
     deploy_entry_point: bool = False
     l1_fee_oracle: str | None = None  # default: the network's (OP-stack chains)
+    fee_rules: FeeRules | None = None  # default: the network's (domain/networks.py)
     extra: dict[str, str] = field(default_factory=dict)
 
 
@@ -72,7 +71,13 @@ def read_executor_keys(files: list[Path]) -> tuple[LocalAccount, ...]:
     return tuple(keys)
 
 
-async def build_bundler(eth: EthClient, settings: StandaloneSettings) -> BundlerRpc:
+# How the bundler itself is made from its parts: `Bundler`, or one that hands ops on.
+BundlerFactory = Callable[[EthClient, list[TransactionManager], Validator, BundlerConfig], Bundler]
+
+
+async def build_bundler(
+    eth: EthClient, settings: StandaloneSettings, *, make: BundlerFactory = Bundler
+) -> BundlerRpc:
     chain_id = await eth.chain_id()
     entry_point = checksum(settings.entry_point)
     code = await eth.get_code(entry_point)
@@ -88,9 +93,9 @@ async def build_bundler(eth: EthClient, settings: StandaloneSettings) -> Bundler
         raise ConfigurationError(f"the code at {entry_point} is not EntryPoint v0.8")
     raw = await eth.call(entry_point, EP.encode_call("senderCreator"))
     sender_creator = EP.decode_output("senderCreator", raw)[0]
-    network = NETWORKS.get(chain_id)
-    min_priority = network.fee_rules.min_priority_fee_per_gas if network else 0
-    oracle = settings.l1_fee_oracle or (network.fee_rules.l1_gas_price_oracle if network else None)
+    fee_rules = settings.fee_rules or fee_rules_for(chain_id)
+    min_priority = fee_rules.min_priority_fee_per_gas
+    oracle = settings.l1_fee_oracle or fee_rules.l1_gas_price_oracle
     if oracle is not None and not await eth.get_code(oracle):
         log.warning(
             "no L1 gas price oracle at %s on chain %d: L1 fees not charged", oracle, chain_id
@@ -108,39 +113,13 @@ async def build_bundler(eth: EthClient, settings: StandaloneSettings) -> Bundler
         tracing=settings.tracing,
         rules=rules,
         min_priority_fee_per_gas=min_priority,
-        sanity=SanityLimits(min_priority_fee_per_gas=min_priority),
+        sanity=SanityLimits.for_chain(chain_id),
         l1_fee_oracle=oracle,
     )
     validator = Validator(
         Simulator(eth, entry_point), sender_creator, rules, chain_id, tracing=settings.tracing
     )
     executors = [TransactionManager(eth, key, chain_id) for key in settings.executor_keys]
-    bundler = Bundler(eth, executors, validator, config)
+    bundler = make(eth, executors, validator, config)
     estimator = GasEstimator(eth, entry_point, bundler.l1_fees)
     return BundlerRpc(bundler, estimator, debug=settings.debug_rpc)
-
-
-def create_standalone_app(settings: StandaloneSettings) -> Starlette:
-    holder: dict[str, BundlerRpc] = {}
-
-    @asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with JsonRpcClient(settings.rpc_url) as rpc:
-            built = await build_bundler(EthClient(rpc), settings)
-            holder["rpc"] = built
-            await built.bundler.start()
-            try:
-                yield
-            finally:
-                await built.bundler.stop()
-
-    class _Lazy(BundlerRpc):
-        """Routes to the bundler the lifespan builds (nothing connects at import time)."""
-
-        def __init__(self) -> None:
-            pass
-
-        def __getattr__(self, name: str) -> object:
-            return getattr(holder["rpc"], name)
-
-    return create_bundler_app(_Lazy(), lifespan=lifespan)

@@ -4,22 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Self
 
-import aiohttp
-import orjson
-
+from entryway.chain.retry import RetryPolicy
+from entryway.chain.transport import NodeTransport
+from entryway.chain.transport import RpcTransportError as RpcTransportError
 from entryway.domain.evm import checksum, hex_to_bytes, to_hex
 from entryway.errors import EntrywayError
 
 JsonValue = Any
 StateOverride = Mapping[str, Mapping[str, Any]]
-
-
-class RpcTransportError(EntrywayError):
-    """The node could not be reached, or did not answer with JSON-RPC."""
+log = logging.getLogger("entryway.chain")
 
 
 class RpcError(EntrywayError):
@@ -30,6 +28,12 @@ class RpcError(EntrywayError):
         self.code = code
         self.message = message
         self.data = data
+
+    @classmethod
+    def from_answer(cls, err: Any) -> RpcError:
+        if not isinstance(err, dict):
+            return cls(0, str(err))
+        return cls(int(err.get("code", 0)), str(err.get("message", "")), err.get("data"))
 
     @property
     def revert_data(self) -> bytes | None:
@@ -49,87 +53,84 @@ class TransactionFailedError(EntrywayError):
         self.reason = reason
 
 
-_JSON = {"content-type": "application/json"}
-KEEPALIVE_S = 4.0
+def _malformed(detail: str) -> RpcTransportError:
+    log.warning("node answered malformed JSON-RPC: %s", detail)
+    return RpcTransportError("node answered malformed JSON-RPC")
 
 
 class JsonRpcClient:
-    """JSON-RPC 2.0 over HTTP. One connection pool per client; close it when done.
+    """JSON-RPC 2.0 over HTTP to one chain, through one or more endpoints. Close it when done.
 
-    aiohttp, not httpx, talks to the node: its C HTTP parser costs a fifth of the CPU per
-    call, and the service makes many small calls (estimation, receipts) and a few large ones
-    (validation traces of a megabyte or more)."""
+    `JsonRpcClient(url)` talks to one endpoint; `JsonRpcClient([primary, fallback, ...])`
+    fails over between several, preferring them in the order given. `retry` says which
+    calls are retried and how (see `RetryPolicy`): reads on its allowlist are retried with
+    backoff and moved to the next endpoint; writes (`eth_sendRawTransaction`) and every
+    other method go to one endpoint and are never repeated once they may have reached it.
+    `timeout` bounds one exchange with one endpoint, `connect_timeout` its connect step.
+    """
 
-    def __init__(self, url: str, *, timeout: float = 30.0) -> None:
-        self.url = url
-        self._timeout = aiohttp.ClientTimeout(total=timeout)
-        self._session: aiohttp.ClientSession | None = None  # made in the loop that uses it
+    def __init__(
+        self,
+        url: str | Sequence[str],
+        *,
+        timeout: float = 30.0,
+        connect_timeout: float = 5.0,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        urls = (url,) if isinstance(url, str) else tuple(url)
+        self.retry = retry or RetryPolicy()
+        self._transport = NodeTransport(
+            urls, timeout=timeout, connect_timeout=connect_timeout, retry=self.retry
+        )
+        self.urls = urls
+        self.url = urls[0]  # the preferred endpoint
         self._ids = itertools.count(1)
-
-    async def _post(self, payload: object) -> tuple[int, bytes]:
-        if self._session is None:
-            # Idle connections are dropped before common servers drop them (uvicorn after
-            # 5 s): a request written into a connection the server is closing fails.
-            connector = aiohttp.TCPConnector(keepalive_timeout=KEEPALIVE_S)
-            self._session = aiohttp.ClientSession(timeout=self._timeout, connector=connector)
-        try:
-            async with self._session.post(
-                self.url, data=orjson.dumps(payload), headers=_JSON
-            ) as response:
-                return response.status, await response.read()
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            raise RpcTransportError(f"{self.url} unreachable: {exc!r}") from exc
 
     async def request(self, method: str, params: Sequence[JsonValue] = ()) -> JsonValue:
         payload = {"jsonrpc": "2.0", "id": next(self._ids), "method": method, "params": params}
-        status, content = await self._post(payload)
-        try:
-            body = orjson.loads(content)
-        except orjson.JSONDecodeError as exc:
-            raise RpcTransportError(f"{self.url} answered HTTP {status} without JSON-RPC") from exc
+        body = await self._transport.post(payload, idempotent=self.retry.is_idempotent((method,)))
         if not isinstance(body, dict):
-            raise RpcTransportError(f"{self.url} answered a non-object JSON-RPC response")
+            raise _malformed(f"{method} answered with a {type(body).__name__}")
         if "error" in body:
-            err = body["error"]
-            raise RpcError(int(err.get("code", 0)), str(err.get("message", "")), err.get("data"))
+            raise RpcError.from_answer(body["error"])
         return body.get("result")
 
     async def batch(self, calls: Sequence[tuple[str, Sequence[JsonValue]]]) -> list[JsonValue]:
-        """Several calls in one JSON-RPC batch; results in the order asked."""
+        """Several calls in one JSON-RPC batch; results in the order asked. Retried as a
+        whole only when every call in it may be."""
         if not calls:
             return []
         first = next(self._ids)
+        for _ in range(len(calls) - 1):
+            next(self._ids)
         payload = [
             {"jsonrpc": "2.0", "id": first + i, "method": m, "params": p}
             for i, (m, p) in enumerate(calls)
         ]
-        _, content = await self._post(payload)
-        try:
-            answers = orjson.loads(content)
-        except orjson.JSONDecodeError as exc:
-            raise RpcTransportError(f"{self.url}: batch failed: {exc!r}") from exc
+        idempotent = self.retry.is_idempotent(tuple(m for m, _ in calls))
+        answers = await self._transport.post(payload, idempotent=idempotent)
+        if isinstance(answers, dict) and "error" in answers:
+            raise RpcError.from_answer(answers["error"])  # e.g. batches are not served
         if not isinstance(answers, list):
-            raise RpcTransportError(f"{self.url} answered a batch with a single object")
+            raise _malformed("a batch answered with a single object")
         by_id = {a.get("id"): a for a in answers if isinstance(a, dict)}
         results = []
         for i in range(len(calls)):
             answer = by_id.get(first + i)
             if answer is None:
-                raise RpcTransportError(f"{self.url} left batch call {i} unanswered")
+                raise _malformed(f"batch call {i} ({calls[i][0]}) unanswered")
             if "error" in answer:
-                err = answer["error"]
-                raise RpcError(
-                    int(err.get("code", 0)), str(err.get("message", "")), err.get("data")
-                )
+                raise RpcError.from_answer(answer["error"])
             results.append(answer.get("result"))
-        for _ in range(len(calls) - 1):
-            next(self._ids)
         return results
 
+    @property
+    def failures(self) -> int:
+        """Exchanges with an endpoint that brought back no answer, since the client opened."""
+        return self._transport.failures
+
     async def aclose(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        await self._transport.aclose()
 
     async def __aenter__(self) -> Self:
         return self

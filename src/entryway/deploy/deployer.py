@@ -67,8 +67,8 @@ def runtime_code_matches(artifact: str, code: bytes) -> bool:
 async def check_requirements(
     eth: EthClient, expected_chain_id: int, plan: DeploymentPlan
 ) -> list[RequirementCheck]:
-    """The seed's requirements for a network: EVM-compatible, its RPC answering with the
-    expected chain id, and an EntryPoint present or deployable."""
+    """The requirements for an additional network (docs/requirements.md §1.2): EVM-compatible,
+    its RPC answering with the expected chain id, and an EntryPoint present or deployable."""
     try:
         chain_id = await eth.chain_id()
         block = await eth.get_block("latest")

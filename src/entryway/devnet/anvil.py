@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import shutil
 import signal
 import socket
@@ -24,9 +23,11 @@ class AnvilError(EntrywayError):
 
 def find_anvil() -> Path:
     """The anvil binary: $ENTRYWAY_ANVIL, else the npm package's next to this project."""
-    configured = os.environ.get("ENTRYWAY_ANVIL")
-    if configured:
-        return Path(configured)
+    from entryway.settings.loading import anvil_from_environment
+
+    configured = anvil_from_environment()
+    if configured is not None:
+        return configured
     here = Path(__file__).resolve()
     for base in (Path.cwd(), *here.parents):
         candidate = base / _NPM_BINARY

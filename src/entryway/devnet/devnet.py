@@ -20,6 +20,7 @@ from entryway.deploy.plan import Operator, plan_deployment
 from entryway.devnet.anvil import AnvilConfig, AnvilProcess
 from entryway.domain.networks import NETWORKS
 from entryway.keys import load_or_create_key
+from entryway.storage.private_files import private_directory
 
 ETHER = 10**18
 # What the devnet gives its accounts: ample for any test, far below anvil's overflow limits.
@@ -81,7 +82,8 @@ class Devnet:
         self.chain_ids = tuple(chain_ids)
         self.base_port = base_port
         self.block_time_s = block_time_s
-        self.keys = DevnetKeys.load_or_create(self.dir / "keys")
+        private_directory(self.dir)  # 0700, and its keys directory: operator keys live here
+        self.keys = DevnetKeys.load_or_create(private_directory(self.dir / "keys"))
         self.chains: list[DevnetChain] = []
         self._nodes: list[AnvilProcess] = []
 

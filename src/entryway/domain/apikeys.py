@@ -5,6 +5,11 @@ public handle a dashboard shows and the store indexes; `secret` is 32 random byt
 base64. Only SHA-256 of the whole key is kept: a leaked database gives no usable key, and
 lookups stay O(1) through the id. SHA-256 (not a slow password hash) is right here because
 the secret is 256 random bits, not a human choice.
+
+A key has a role. A `service` key uses the service (JSON-RPC, wallets, notarizations, status
+reads, its project's credits and usage): it is the key handed to apps, so a leaked one cannot
+change the project. An `admin` key can do that too and also administers the project (its
+settings, plan, keys, webhook endpoints and sponsorship policies).
 """
 
 from __future__ import annotations
@@ -24,6 +29,11 @@ _KEY = re.compile(r"^ew_(test|live)_([0-9a-f]{8})_([A-Za-z0-9_-]{43})$")
 class KeyEnvironment(StrEnum):
     TEST = "test"
     LIVE = "live"
+
+
+class KeyRole(StrEnum):
+    SERVICE = "service"
+    ADMIN = "admin"
 
 
 class InvalidApiKeyError(EntrywayError):

@@ -1,8 +1,8 @@
-"""Whether a call may use a chain: the checks of seed sections 5 and 7, with the reason. Pure.
+"""Whether a call may use a chain: the checks of requirements §5 and §7, with the reason. Pure.
 
 A chain is usable when it is a supported network, enabled for the project, in the key's
 chain set, and the project's Account Abstraction module is on; a FREE project may use
-testnets only (seed 8.2). The refusal lists every check and whether it passed, so an
+testnets only (requirements §8.2). The refusal lists every check and whether it passed, so an
 integrator sees at once what to change.
 """
 

@@ -1,6 +1,6 @@
 """Credits held in lots: each month's grant and each purchase is a lot valid 12 months from
 its date; consumption takes the oldest unexpired lot first (FIFO); expired credit is gone;
-what the lots cannot cover is overage, recorded, never refused (seed sections 3 and 8). Pure.
+what the lots cannot cover is overage, recorded, never refused (requirements §3 and §8). Pure.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from enum import StrEnum
 
+from entryway.domain.bounds import MAX_CREDITS
 from entryway.errors import EntrywayError
 
 LOT_VALIDITY_MONTHS = 12
@@ -23,6 +24,41 @@ class LotKind(StrEnum):
 
 class CreditError(EntrywayError):
     pass
+
+
+class CreditCeilingError(CreditError):
+    """A hold the project cannot cover: more than its lots hold plus what its plan's overage
+    ceiling leaves of this cycle. Overage below the ceiling is never refused."""
+
+    def __init__(self, credits: int, available: int, ceiling: int) -> None:
+        super().__init__(
+            f"this op holds {credits} credits; the project has {available} left to hold this "
+            f"cycle (its remaining credits plus what its plan's overage ceiling of {ceiling} "
+            f"leaves)"
+        )
+        self.credits = credits
+        self.available = available
+        self.ceiling = ceiling
+
+
+def check_amount(credits: int, what: str = "a credit amount") -> int:
+    """`credits` when the database can hold it (0 to MAX_CREDITS); refused, never clamped."""
+    if not 0 <= credits <= MAX_CREDITS:
+        raise CreditError(f"{what} must be from 0 to {MAX_CREDITS}, not {credits}")
+    return credits
+
+
+def hold_headroom(balance: int, cycle_overage: int, overage_ceiling: int) -> int:
+    """The most one hold may take now: the lots' remaining credits, plus the overage the
+    plan's ceiling still allows this cycle (none once the cycle is past it)."""
+    return balance + max(overage_ceiling - cycle_overage, 0)
+
+
+def check_hold(credits: int, balance: int, cycle_overage: int, overage_ceiling: int) -> None:
+    """Refuse a hold above the headroom (CreditCeilingError)."""
+    available = hold_headroom(balance, cycle_overage, overage_ceiling)
+    if credits > available:
+        raise CreditCeilingError(credits, available, overage_ceiling)
 
 
 def add_months(moment: datetime, months: int) -> datetime:
@@ -46,6 +82,7 @@ class CreditLot:
     def new(cls, lot_id: str, kind: LotKind, amount: int, at: datetime) -> CreditLot:
         if amount <= 0:
             raise CreditError("a credit lot holds a positive amount")
+        check_amount(amount, "a credit lot")
         return cls(lot_id, kind, amount, amount, at, add_months(at, LOT_VALIDITY_MONTHS))
 
     def live(self, at: datetime) -> bool:
@@ -90,6 +127,7 @@ class CreditAccount:
     def consume(self, credits: int, at: datetime) -> tuple[CreditAccount, Consumption]:
         if credits < 0:
             raise CreditError("cannot consume a negative amount")
+        check_amount(credits, "a charge")
         left = credits
         draws: list[Draw] = []
         lots: list[CreditLot] = []

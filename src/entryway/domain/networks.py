@@ -1,7 +1,7 @@
 """The chain registry: the networks Entryway serves, as data.
 
 Adding a network is one `Network(...)` entry in `NETWORKS`; the deploy command checks the
-seed's requirements for an additional network against a live RPC endpoint.
+requirements for an additional network (docs/requirements.md §1.2) against a live RPC endpoint.
 """
 
 from __future__ import annotations
@@ -12,11 +12,25 @@ from enum import StrEnum
 from entryway.errors import EntrywayError
 
 GWEI = 10**9
+# A chain's fee ceiling is this many times a generous gas price for it: far above anything
+# the chain has charged, low enough that an op's most expensive cost stays a sum the credit
+# ledger can hold.
+FEE_CEILING_MULTIPLE = 10
+# Each gas limit of an op stays within a whole 30M-gas block (a 3-byte placeholder that
+# prices preVerificationGas while a client estimates fits); an op ready to be sent or
+# sponsored, all its limits summed, within half of one.
+MAX_GAS_LIMIT = 30_000_000
+MAX_USER_OPERATION_GAS = 15_000_000
+
+
+def fee_ceiling(generous_gas_price: int) -> int:
+    return FEE_CEILING_MULTIPLE * generous_gas_price
 
 
 class ChainFamily(StrEnum):
     POLYGON = "polygon"
     BASE = "base"
+    OTHER = "other"  # a network an operator added by configuration
 
 
 class Environment(StrEnum):
@@ -35,6 +49,12 @@ class FeeRules:
     # The base fee a local devnet of this chain starts at: near the real network's, so that
     # credits spent on the devnet look like production's (None: anvil's 1 gwei).
     devnet_base_fee_per_gas: int | None = None
+    # Sanity bounds, checked wherever an op enters (the bundler's eth_sendUserOperation and
+    # eth_estimateUserOperationGas, the paymaster's pm_ methods): an op asking more is refused
+    # with -32602. Without a network entry (a local chain) these defaults apply.
+    max_fee_per_gas: int = fee_ceiling(10_000 * GWEI)
+    max_gas_limit: int = MAX_GAS_LIMIT
+    max_user_operation_gas: int = MAX_USER_OPERATION_GAS
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,9 +90,14 @@ class Network:
 OP_STACK_GAS_PRICE_ORACLE = "0x420000000000000000000000000000000000000F"
 
 # Polygon PoS nodes reject transactions tipping less than 25 gwei (on mainnet and Amoy alike).
-_POLYGON_FEES = FeeRules(min_priority_fee_per_gas=25 * GWEI)
+# Fee ceilings: Polygon PoS has spiked to a few thousand gwei; Base rarely passes 1 gwei.
+_POLYGON_FEES = FeeRules(
+    min_priority_fee_per_gas=25 * GWEI, max_fee_per_gas=fee_ceiling(5_000 * GWEI)
+)
 _BASE_FEES = FeeRules(
-    l1_gas_price_oracle=OP_STACK_GAS_PRICE_ORACLE, devnet_base_fee_per_gas=5 * GWEI // 1000
+    l1_gas_price_oracle=OP_STACK_GAS_PRICE_ORACLE,
+    devnet_base_fee_per_gas=5 * GWEI // 1000,
+    max_fee_per_gas=fee_ceiling(100 * GWEI),
 )
 _POL = NativeToken(symbol="POL", name="Polygon Ecosystem Token")
 _ETH = NativeToken(symbol="ETH", name="Ether")
@@ -148,3 +173,10 @@ def by_name(name: str) -> Network:
         if n.name == name:
             return n
     raise LookupError(f"no network named {name!r}")
+
+
+def fee_rules_for(chain_id: int) -> FeeRules:
+    """The chain's fee rules; the defaults for a chain this registry does not list (a local
+    devnet under its own chain id, a network served by the standalone bundler)."""
+    known = NETWORKS.get(chain_id)
+    return known.fee_rules if known is not None else FeeRules()

@@ -26,6 +26,10 @@ class NotarizationError(EntrywayError):
     """A notarization request the service refuses."""
 
 
+class RequestKeyReusedError(NotarizationError):
+    """An idempotency key already names another request of the project."""
+
+
 class NotarizationMode(StrEnum):
     BATCHED = "batched"  # waits for its chain's next batch: one transaction for many hashes
     DIRECT = "direct"  # the request's hashes are anchored at once, in a tree of their own
@@ -144,19 +148,25 @@ def request_quote(prices: PriceBook, items: Sequence[NewNotarization]) -> Quote:
     return Quote.of(OperationType.NOTARIZATION, **totals)
 
 
-def derived_request_key(
-    chain_id: int, mode: NotarizationMode, items: Sequence[NewNotarization]
+def request_digest(
+    endpoint: str, chain_id: int, mode: NotarizationMode, items: Sequence[NewNotarization]
 ) -> str:
-    """The idempotency key of a request sent without one: a digest of what it asks, so the
-    same request sent again (a retry after a timeout) is the same notarization, charged once."""
-    digest = hashlib.sha256(f"{chain_id}|{mode.value}|{len(items)}".encode())
+    """SHA-256 (hex) of everything a request asks: its endpoint (hash, document, bulk), chain,
+    mode and items, each with what the service records of it. Two requests with one digest
+    are the same request: a retry. A request without an idempotency key is named by it."""
+    digest = hashlib.sha256(f"{endpoint}|{chain_id}|{mode.value}|{len(items)}".encode())
     for item in items:
         digest.update(item.document_hash)
-        digest.update(
-            orjson.dumps(
-                [item.kind.value, item.data_bytes, item.label, item.metadata, item.filename],
-                option=orjson.OPT_SORT_KEYS,
-            )
-        )
-        digest.update(b"\x01" if item.document is not None else b"\x00")
-    return "derived:" + digest.hexdigest()
+        fields = [
+            item.kind.value,
+            item.data_bytes,
+            item.label,
+            item.metadata,
+            item.filename,
+            item.content_type,
+            item.document is not None,
+        ]
+        # Length-prefixed: no item's text can pose as the start of the next item.
+        encoded = orjson.dumps(fields, option=orjson.OPT_SORT_KEYS)
+        digest.update(len(encoded).to_bytes(8, "big") + encoded)
+    return digest.hexdigest()

@@ -1,4 +1,4 @@
-"""Subscription plans (seed section 8.1), as data. Money is integer micro-euros (1 EUR =
+"""Subscription plans (requirements §8.1), as data. Money is integer micro-euros (1 EUR =
 1,000,000 µEUR), VAT included; credits are integers."""
 
 from __future__ import annotations

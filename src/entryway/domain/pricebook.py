@@ -1,9 +1,9 @@
-"""The price book: operations to credits, after seed section 8.3. Pure; every value is
+"""The price book: operations to credits, after requirements §8.3. Pure; every value is
 configuration, the defaults below are documented in docs/pricing.md.
 
 A quote is fixed service fees for what the service does off chain, plus the on-chain cost
 converted at the plans' own rate (1 EUR per million credits: one credit per micro-euro)
-with the network's configured native-token price. The four cost drivers of the seed map to:
+with the network's configured native-token price. The requirements' four cost drivers map to:
 operation complexity (calls, calldata), network conditions (the actual gas cost, L2 fees
 included), data volume (notarized bytes, ops in a batch), verification steps (signatures,
 guardian confirmations).

@@ -16,11 +16,15 @@ from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
+from entryway.domain.bounds import MAX_CREDITS, BoundError, check_text, utc_moment
 from entryway.domain.evm import checksum
 from entryway.errors import EntrywayError
 
 _ADDRESS = re.compile(r"^0x[0-9a-fA-F]{40}$")
 _SELECTOR = re.compile(r"^0x[0-9a-fA-F]{8}$")
+MAX_ALLOWLIST = 1_000  # addresses, or selectors, in one allowlist
+MAX_SPONSOR_NAME = 200
+MAX_SPONSOR_ICON = 100_000  # characters of the data URI
 
 
 class PolicyRulesError(EntrywayError):
@@ -64,6 +68,8 @@ class Rule(StrEnum):
     OPERATION_CAP = "operation_cap"
     SENDER_SPEND_CAP = "sender_spend_cap"
     SENDER_OPERATION_CAP = "sender_operation_cap"
+    # Not a policy's rule: the project's plan refuses a hold past its overage ceiling.
+    OVERAGE_CEILING = "overage_ceiling"
 
 
 @dataclass(frozen=True, slots=True)
@@ -330,8 +336,8 @@ def _only(value: Any, where: str, keys: set[str]) -> None:
 
 
 def _count(value: Any, where: str) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise PolicyRulesError(f"{where} must be a non-negative integer")
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_CREDITS:
+        raise PolicyRulesError(f"{where} must be a non-negative integer, at most {MAX_CREDITS}")
     return value
 
 
@@ -359,6 +365,8 @@ def _targets(value: Any) -> frozenset[str] | None:
         isinstance(v, str) and _ADDRESS.match(v) for v in value
     ):
         raise PolicyRulesError("allowedTargets must be a list of 20-byte hex addresses")
+    if len(value) > MAX_ALLOWLIST:
+        raise PolicyRulesError(f"allowedTargets holds at most {MAX_ALLOWLIST} addresses")
     return frozenset(checksum(v) for v in value)
 
 
@@ -371,6 +379,8 @@ def _selectors(value: Any) -> frozenset[bytes] | None:
         raise PolicyRulesError(
             "allowedSelectors must be a list of 4-byte hex selectors (0x1234abcd)"
         )
+    if len(value) > MAX_ALLOWLIST:
+        raise PolicyRulesError(f"allowedSelectors holds at most {MAX_ALLOWLIST} selectors")
     return frozenset(bytes.fromhex(v[2:]) for v in value)
 
 
@@ -383,7 +393,10 @@ def _moment(value: Any, where: str) -> datetime | None:
         moment = datetime.fromisoformat(value)
     except ValueError:
         raise PolicyRulesError(f"{where} must be an ISO 8601 date-time, not {value!r}") from None
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    try:
+        return utc_moment(moment, where)
+    except BoundError as exc:
+        raise PolicyRulesError(str(exc)) from None
 
 
 def _sponsor(value: Any) -> SponsorInfo | None:
@@ -395,6 +408,12 @@ def _sponsor(value: Any) -> SponsorInfo | None:
         raise PolicyRulesError("sponsor.name must be a non-empty string")
     if icon is not None and (not isinstance(icon, str) or not icon.startswith("data:")):
         raise PolicyRulesError("sponsor.icon must be a data URI (RFC 2397), as ERC-7677 requires")
+    try:
+        check_text(name, "sponsor.name", max_length=MAX_SPONSOR_NAME)
+        if icon is not None:
+            check_text(icon, "sponsor.icon", max_length=MAX_SPONSOR_ICON)
+    except BoundError as exc:
+        raise PolicyRulesError(str(exc)) from None
     return SponsorInfo(name, icon)
 
 

@@ -1,5 +1,5 @@
-"""What a sponsored UserOperation does to an Entryway smart wallet, for the price book (seed
-8.3): deploying it, changing its guardians, or a step of its recovery. Pure.
+"""What a sponsored UserOperation does to an Entryway smart wallet, for the price book
+(requirements §8.3): deploying it, changing its guardians, or a step of its recovery. Pure.
 
 How SmartAccount is reached (contracts/SmartAccount.sol):
 

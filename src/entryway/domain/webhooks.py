@@ -22,8 +22,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from typing import Any, Protocol
-from urllib.parse import urlsplit
 
+from entryway.domain.destinations import (
+    PUBLIC_ONLY,
+    DestinationNotAllowedError,
+    DestinationPolicy,
+    InvalidDestinationError,
+    check_destination,
+)
 from entryway.domain.tasks import RetrySchedule
 from entryway.errors import EntrywayError
 
@@ -75,6 +81,7 @@ class AttemptOutcome(StrEnum):
     FAILED = "failed"  # another status, a timeout or a connection error
     GONE = "gone"  # 410: the endpoint is disabled
     INTERRUPTED = "interrupted"  # the worker died during the attempt
+    REFUSED = "refused"  # the destination is not allowed: nothing was sent
 
 
 class WebhookError(EntrywayError):
@@ -89,6 +96,11 @@ class InvalidEndpointError(WebhookError):
     """An endpoint's URL or event types are not acceptable."""
 
 
+class EndpointNotAllowedError(InvalidEndpointError):
+    """The URL is well formed but the service may not send to it (a private address, a
+    loopback name, credentials in the URL): entryway.domain.destinations."""
+
+
 class EndpointDisabledError(WebhookError):
     pass
 
@@ -99,6 +111,9 @@ class DeliveryInProgressError(WebhookError):
 
 @dataclass(frozen=True, slots=True)
 class WebhookEndpoint:
+    """An endpoint as listed and changed; its signing secrets travel apart (SigningSecrets),
+    read only where a request is signed or a new secret is shown."""
+
     endpoint_id: str
     project_id: str
     url: str
@@ -110,19 +125,32 @@ class WebhookEndpoint:
     failure_streak: int  # failed attempts since the last success
     created_at: datetime
     updated_at: datetime
-    secret: str = field(repr=False)
-    previous_secret: str | None = field(repr=False)
     previous_secret_expires_at: datetime | None
-
-    def signing_secrets(self, at: datetime) -> tuple[str, ...]:
-        """The current secret and, until its overlap ends, the one it replaced."""
-        expires = self.previous_secret_expires_at
-        if self.previous_secret and expires is not None and at < expires:
-            return (self.secret, self.previous_secret)
-        return (self.secret,)
 
     def receives(self, event_type: EventType) -> bool:
         return self.enabled and event_type in self.event_types
+
+
+@dataclass(frozen=True, slots=True)
+class SigningSecrets:
+    current: str = field(repr=False)
+    previous: str | None = field(default=None, repr=False)
+    previous_expires_at: datetime | None = None
+
+    def valid_at(self, at: datetime) -> tuple[str, ...]:
+        """The current secret and, until its overlap ends, the one it replaced."""
+        expires = self.previous_expires_at
+        if self.previous and expires is not None and at < expires:
+            return (self.current, self.previous)
+        return (self.current,)
+
+
+@dataclass(frozen=True, slots=True)
+class RevealedEndpoint:
+    """An endpoint with the secret just made for it (creation, rotation): shown once."""
+
+    endpoint: WebhookEndpoint
+    secret: str = field(repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,13 +208,17 @@ def parse_event_types(values: Iterable[str]) -> frozenset[EventType]:
     return frozenset(EventType(v) for v in chosen)
 
 
-def check_endpoint_url(url: str) -> str:
-    """An absolute http(s) URL (plain http is allowed for local and private receivers)."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise InvalidEndpointError("the URL must be an absolute http:// or https:// URL")
-    if len(url) > MAX_URL_LENGTH or any(c.isspace() for c in url):
-        raise InvalidEndpointError("the URL is too long or contains whitespace")
+def check_endpoint_url(url: str, policy: DestinationPolicy = PUBLIC_ONLY) -> str:
+    """An absolute http(s) URL, at most MAX_URL_LENGTH long, that `policy` lets the service
+    send to (by default: a public destination; see entryway.domain.destinations)."""
+    if len(url) > MAX_URL_LENGTH:
+        raise InvalidEndpointError("the URL is too long")
+    try:
+        check_destination(url, policy)
+    except InvalidDestinationError as exc:
+        raise InvalidEndpointError(str(exc)) from None
+    except DestinationNotAllowedError as exc:
+        raise EndpointNotAllowedError(str(exc)) from None
     return url
 
 
@@ -197,10 +229,16 @@ def event_envelope(event_type: EventType, data: Mapping[str, Any], at: datetime)
 
 
 def new_secret() -> str:
-    return SECRET_PREFIX + base64.b64encode(secrets.token_bytes(SECRET_BYTES)).decode()
+    return secret_of(secrets.token_bytes(SECRET_BYTES))
 
 
-def _key(secret: str) -> bytes:
+def secret_of(key: bytes) -> str:
+    """The `whsec_` text of a secret's key bytes."""
+    return SECRET_PREFIX + base64.b64encode(key).decode()
+
+
+def secret_key(secret: str) -> bytes:
+    """The key bytes of a `whsec_` secret."""
     try:
         return base64.b64decode(secret.removeprefix(SECRET_PREFIX), validate=True)
     except binascii.Error:
@@ -210,7 +248,7 @@ def _key(secret: str) -> bytes:
 def sign(secret: str, message_id: str, timestamp: int, body: bytes) -> str:
     """One signature, `v1,<base64>`."""
     signed = f"{message_id}.{timestamp}.".encode() + body
-    digest = hmac.new(_key(secret), signed, hashlib.sha256).digest()
+    digest = hmac.new(secret_key(secret), signed, hashlib.sha256).digest()
     return f"{SIGNATURE_VERSION},{base64.b64encode(digest).decode()}"
 
 

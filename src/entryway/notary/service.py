@@ -51,13 +51,18 @@ class Notary:
         mode: NotarizationMode,
         items: Sequence[NewNotarization],
         request_key: str,
+        *,
+        digest: str,
     ) -> Submitted:
-        """Record a request's notarizations, once per `request_key`."""
+        """Record a request's notarizations, once per `request_key` (RequestKeyReusedError
+        when the key named a request with another `digest`)."""
         if chain_id not in self.chains:
             raise NotaryUnavailableError(f"this service does not anchor on chain {chain_id}")
         if not 1 <= len(items) <= self.settings.max_bulk:
             raise NotarizationError(f"a request holds 1 to {self.settings.max_bulk} hashes")
-        return await self.store.submit(project_id, key_id, chain_id, mode, items, request_key)
+        return await self.store.submit(
+            project_id, key_id, chain_id, mode, items, request_key, digest=digest
+        )
 
     async def get(self, project_id: str, notarization_id: str) -> Notarization | None:
         return await self.store.get(project_id, notarization_id)

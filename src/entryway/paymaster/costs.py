@@ -1,4 +1,5 @@
-"""What a sponsorship costs in credits (price book, seed 8.3), and how it is held and settled.
+"""What a sponsorship costs in credits (the price book, requirements §8.3), and how it is
+held and settled.
 
 At signing the most the op can cost is held: every gas limit it carries (preVerificationGas,
 verification, call, and the paymaster's two) times its maxFeePerGas. The receipt's actual
@@ -18,6 +19,7 @@ mined op (paymaster fields and all) leads back to its hold.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
 
@@ -26,6 +28,10 @@ from entryway.domain.userop import UserOperation, user_op_struct_hash
 from entryway.domain.wallet_ops import classify, with_wallet_charges
 from entryway.paymaster.calls import call_count, decode_calls
 from entryway.paymaster.ports import SponsorshipLedger, UsageRecord
+
+# Told the credits of each final charge made outside the meter (a relay, a settlement), by
+# operation kind, for the credits metric: the meter's `counted` fits.
+CreditsCounted = Callable[[str, int], None]
 
 
 def max_gas(op: UserOperation) -> int:
@@ -80,10 +86,15 @@ async def settle_sponsorship(
     op: UserOperation,
     actual_gas_cost_wei: int,
     at: datetime,
+    counted: CreditsCounted | None = None,
 ) -> UsageRecord:
-    """Settle a sponsored op from its receipt (`actualGasCost` of its UserOperationEvent)."""
+    """Settle a sponsored op from its receipt (`actualGasCost` of its UserOperationEvent);
+    `counted` is told the credits charged, once: settling again changes nothing."""
     actual = sponsorship_quote(prices, chain_id, op, actual_gas_cost_wei)
-    return await ledger.settle(project_id, sponsorship_key(chain_id, op), actual, at)
+    record = await ledger.settle(project_id, sponsorship_key(chain_id, op), actual, at)
+    if counted is not None and not record.duplicate:
+        counted(actual.operation.value, record.credits)
+    return record
 
 
 async def release_sponsorship(

@@ -8,8 +8,9 @@ valid for `validity_s` seconds after the chain's latest block time.
 
 The service's JSON-RPC endpoint routes `pm_*` methods to `PaymasterRpc.dispatch` with the
 caller's project, key and chain; errors are `BundlerError`s carrying ERC-4337 codes: -32602
-for bad parameters (an unsupported entry point or chain, an unknown policy), -32501 when a
-policy refuses, with `data: {"rule", "policyId"}`.
+for bad parameters (an unsupported entry point or chain, an unknown policy, gas or fees
+above the chain's sanity bounds), -32501 when a policy refuses or the hold would take the
+project past its plan's overage ceiling, with `data: {"rule", "policyId"}`.
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ from typing import Any
 
 from entryway.bundler.errors import BundlerError, RpcErrorCode, invalid_params
 from entryway.bundler.rpc_types import parse_address, parse_quantity, parse_user_operation
+from entryway.bundler.validation.sanity import SanityLimits, check_bounds, check_op_gas
 from entryway.chain.rpc import EthClient, RpcError, RpcTransportError
+from entryway.domain.bounds import unprintable
 from entryway.domain.evm import checksum, to_hex
 from entryway.domain.pricebook import PriceBook
 from entryway.domain.sponsorship import Rule, SponsorInfo
@@ -40,6 +43,7 @@ from entryway.paymaster.signer import (
     with_paymaster_gas,
 )
 
+MAX_POLICY_ID = 64
 STUB_METHOD = "pm_getPaymasterStubData"
 DATA_METHOD = "pm_getPaymasterData"
 _UNSET_FIELDS = (
@@ -62,19 +66,22 @@ class PaymasterCaller:
 
 @dataclass(frozen=True, slots=True)
 class PaymasterChain:
-    """One chain the paymaster serves; `block_time` reads its latest block's timestamp."""
+    """One chain the paymaster serves; `block_time` reads its latest block's timestamp;
+    `limits` are the chain's sanity bounds, which every op shown to the paymaster must meet."""
 
     chain_id: int
     entry_point: str
     paymaster: str
     block_time: Callable[[], Awaitable[int]]
+    limits: SanityLimits = field(default_factory=SanityLimits)
 
     @classmethod
     def on(cls, eth: EthClient, chain_id: int, entry_point: str, paymaster: str) -> PaymasterChain:
         async def block_time() -> int:
             return int((await eth.get_block("latest"))["timestamp"], 16)
 
-        return cls(chain_id, checksum(entry_point), checksum(paymaster), block_time)
+        limits = SanityLimits.for_chain(chain_id)
+        return cls(chain_id, checksum(entry_point), checksum(paymaster), block_time, limits)
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,8 +124,10 @@ class PaymasterRpc:
         *,
         settings: PaymasterSettings | None = None,
         clock: Callable[[], datetime] = _utc_now,
+        on_hold: Callable[[str], None] | None = None,
     ) -> None:
         self.chains = dict(chains)
+        self.on_hold = on_hold  # told the project of each new hold (its credit alerts)
         self.signer = signer
         self.gate = SponsorshipGate(policies, usage, ledger, prices)
         self.settings = settings or PaymasterSettings()
@@ -156,12 +165,16 @@ class PaymasterRpc:
     async def data(self, params: list[Any], caller: PaymasterCaller) -> dict[str, Any]:
         chain, op, policy_id = self._request(params, caller)
         draft = self._with_gas(chain, op)
+        # Signed as it will be sent: its gas summed (ours included) must fit an op's bound.
+        check_op_gas(draft, chain.limits)
         ask = SponsorshipAsk(caller.project_id, caller.chain_id, draft, policy_id, self.clock())
         window = await self._window(chain)  # before the hold: a node error then holds nothing
         try:
             ticket = await self.gate.hold(ask, key_id=caller.key_id, endpoint=DATA_METHOD)
         except SponsorshipRefusedError as exc:
             raise _refusal(exc) from None
+        if self.on_hold is not None and ticket.hold is not None and not ticket.hold.duplicate:
+            self.on_hold(caller.project_id)
         signed = self.signer.paymaster_data(draft, chain.chain_id, window)
         return {**self._fields(chain, draft, signed), "sponsor": self._sponsor(ticket)}
 
@@ -175,6 +188,8 @@ class PaymasterRpc:
         chain = self.chains.get(caller.chain_id)
         if chain is None:
             raise invalid_params(f"this paymaster does not serve chain {caller.chain_id}")
+        if not isinstance(params[2], str):  # ERC-7677: a hex string; `true` is not chain 1
+            raise invalid_params(f"chainId: expected a hex string, got {params[2]!r}")
         requested = parse_quantity(params[2], "chainId")
         if requested != caller.chain_id:
             raise BundlerError(
@@ -194,22 +209,28 @@ class PaymasterRpc:
         if context is not None and not isinstance(context, dict):
             raise invalid_params("context must be an object")
         policy_id = (context or {}).get("policyId")
-        if policy_id is not None and not isinstance(policy_id, str):
-            raise invalid_params("context.policyId must be a string")
+        if policy_id is not None and not _printable_id(policy_id):
+            raise invalid_params(
+                f"context.policyId must be a printable string of at most {MAX_POLICY_ID} characters"
+            )
         return chain, _unsigned_op(params[0]), policy_id
 
     def _with_gas(self, chain: PaymasterChain, op: UserOperation) -> UserOperation:
         """The op with this paymaster and its gas limits: the client's when it carries them
-        (they are signed over, as it will send them), else ours."""
+        for this paymaster (named, or no paymaster named yet: they are signed over, as it
+        will send them), else ours. Limits above this paymaster's maximum are refused, never
+        lowered: the client would sign over other limits than it asked for."""
         s = self.settings
-        ours = op.paymaster is not None and op.paymaster.lower() == chain.paymaster.lower()
-        verification = op.paymaster_verification_gas_limit if ours else 0
-        post_op = op.paymaster_post_op_gas_limit if ours else 0
-        if verification > s.max_verification_gas or post_op > s.max_post_op_gas:
-            raise invalid_params(
-                f"paymaster gas limits above this paymaster's maximum "
-                f"({s.max_verification_gas} verification, {s.max_post_op_gas} postOp)"
-            )
+        check_bounds(op, chain.limits)
+        mine = op.paymaster is None or op.paymaster.lower() == chain.paymaster.lower()
+        verification = op.paymaster_verification_gas_limit if mine else 0
+        post_op = op.paymaster_post_op_gas_limit if mine else 0
+        for name, value, most in (
+            ("paymasterVerificationGasLimit", verification, s.max_verification_gas),
+            ("paymasterPostOpGasLimit", post_op, s.max_post_op_gas),
+        ):
+            if value > most:
+                raise invalid_params(f"{name} {value} is above this paymaster's maximum of {most}")
         return with_paymaster_gas(
             op,
             chain.paymaster,
@@ -245,6 +266,10 @@ class PaymasterRpc:
     def _sponsor(self, ticket: SponsorshipTicket) -> dict[str, str]:
         info = ticket.sponsor or self.settings.sponsor
         return {"name": info.name} | ({"icon": info.icon} if info.icon else {})
+
+
+def _printable_id(value: Any) -> bool:
+    return isinstance(value, str) and len(value) <= MAX_POLICY_ID and not unprintable(value)
 
 
 def _unsigned_op(raw: Any) -> UserOperation:

@@ -1,5 +1,6 @@
 """The sponsorship use case: pick the project's policy, read what it has paid for so far,
-evaluate the op against it, and (when signing) hold the op's estimated cost.
+evaluate the op against it, and (when signing) hold the op's estimated cost — refused, as
+rule `overage_ceiling`, when the ledger finds the project cannot cover it.
 
 Caps are checked and the hold written under one lock per project, so two requests in this
 process cannot both pass the last unit of a cap. Several API processes share no lock: each
@@ -13,11 +14,13 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
 
+from entryway.domain.credits import CreditCeilingError
 from entryway.domain.pricebook import PriceBook, Quote
 from entryway.domain.sponsorship import (
     Decision,
     Period,
     PolicyUsage,
+    Rule,
     SponsorInfo,
     SponsorshipPolicy,
     SponsorshipRequest,
@@ -110,17 +113,22 @@ class SponsorshipGate:
         key_id: str | None,
         endpoint: str | None,
     ) -> SponsorshipTicket:
-        record = await self.ledger.hold(
-            ask.project_id,
-            ticket.idempotency_key,
-            ticket.quote,
-            ask.at,
-            key_id=key_id,
-            endpoint=endpoint,
-            chain_id=ask.chain_id,
-            subject=ask.op.sender,
-            policy_id=ticket.policy.policy_id if ticket.policy else None,
-        )
+        policy_id = ticket.policy.policy_id if ticket.policy else None
+        try:
+            record = await self.ledger.hold(
+                ask.project_id,
+                ticket.idempotency_key,
+                ticket.quote,
+                ask.at,
+                key_id=key_id,
+                endpoint=endpoint,
+                chain_id=ask.chain_id,
+                subject=ask.op.sender,
+                policy_id=policy_id,
+            )
+        except CreditCeilingError as exc:
+            refusal = Decision.refuse(Rule.OVERAGE_CEILING, str(exc))
+            raise SponsorshipRefusedError(refusal, policy_id) from None
         return SponsorshipTicket(ticket.policy, ticket.quote, ticket.idempotency_key, record)
 
     async def _decide(self, ask: SponsorshipAsk) -> SponsorshipTicket:

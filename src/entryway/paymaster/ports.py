@@ -1,19 +1,19 @@
 """What the paymaster needs from the rest of the service, as narrow ports.
 
 `PolicySource` and `SponsorshipUsage` are implemented over the database in
-`entryway.storage.policies`; `SponsorshipLedger` by the credit ledger (its `hold`, `settle`
-and `release`).
+`entryway.storage.policies`; `SponsorshipLedger` and `AcceptedOpLedger` by the credit ledger.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 from entryway.domain.pricebook import Quote
 from entryway.domain.sponsorship import SponsorshipPolicy
+from entryway.domain.userop import UserOperation
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +71,8 @@ class SponsorshipLedger(Protocol):
         subject: str | None,
         policy_id: str | None,
     ) -> UsageRecord:
-        """Charge the quote as a held usage event, once per idempotency key."""
+        """Charge the quote as a held usage event, once per idempotency key; raise
+        `CreditCeilingError` when the project cannot cover it (nothing is held then)."""
         ...
 
     async def settle(
@@ -82,4 +83,58 @@ class SponsorshipLedger(Protocol):
 
     async def release(self, project_id: str, idempotency_key: str, at: datetime) -> UsageRecord:
         """Give the held credits back: the op never landed."""
+        ...
+
+
+class SettlementLedger(SponsorshipLedger, Protocol):
+    async def unreferenced_holds(
+        self, operation: str, older_than: datetime
+    ) -> list[tuple[str, str]]:
+        """(project, idempotency key) of holds made before `older_than` that were never
+        linked to a sent op."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class SettlementTask:
+    """The durable task that settles a sponsored op's hold from its receipt."""
+
+    hold_key: str  # the hold's idempotency key, linked to the op's hash
+    kind: str
+    payload: Mapping[str, Any]
+    run_at: datetime
+    idempotency_key: str
+    max_attempts: int
+
+
+@dataclass(frozen=True, slots=True)
+class AcceptedOp:
+    """An op the bundler accepted, as the ledger records it: the relay charge (once per
+    `usage_key`) and, when the service's paymaster sponsors it, its settlement."""
+
+    project_id: str
+    usage_key: str
+    user_op_hash: str  # lower-case hex: the reference /op-status asks the credits of
+    relay: Quote
+    at: datetime
+    key_id: str | None
+    endpoint: str
+    chain_id: int
+    sender: str
+    settlement: SettlementTask | None
+    # Set when the chain's ops go through the durable intake (bundling = "intake"): the op is
+    # written there in the same transaction, for the chain's bundler leader to bundle.
+    intake: IntakeEntry | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class IntakeEntry:
+    entry_point: str
+    op: UserOperation
+
+
+class AcceptedOpLedger(Protocol):
+    async def record_accepted_op(self, accepted: AcceptedOp) -> UsageRecord:
+        """Charge the relay, link the hold to the op's hash and enqueue the settlement task,
+        all in one transaction: all of it is recorded, or none. Idempotent per usage key."""
         ...

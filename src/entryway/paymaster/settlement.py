@@ -19,12 +19,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from entryway.bundler.rpc_types import parse_user_operation, user_operation_json
+from entryway.bundler.port import BundlerPort, OpStatus, Receipt
 from entryway.domain.pricebook import OperationType, PriceBook
 from entryway.domain.tasks import PermanentTaskError, RetryTaskError, Task
 from entryway.domain.userop import UserOperation
-from entryway.paymaster.costs import release_sponsorship, settle_sponsorship
-from entryway.storage.ledger import Ledger
+from entryway.domain.userop_json import op_from_json, op_to_json
+from entryway.paymaster.costs import CreditsCounted, release_sponsorship, settle_sponsorship
+from entryway.paymaster.ports import SettlementLedger
 
 SPONSORED = OperationType.SPONSORED_USER_OPERATION.value
 
@@ -33,9 +34,8 @@ GRACE_SECONDS = 120  # after validUntil, before an unmined op's hold is released
 SETTLE_TASK = "sponsorship.settle"
 SETTLE_POLL_SECONDS = 2.0
 SETTLE_MAX_ATTEMPTS = 2_000  # polls: covers the longest validity window several times
-Receipt = Callable[[str], Awaitable[dict[str, Any] | None]]
-Settled = Callable[["SponsoredOp", dict[str, Any]], Awaitable[None]]  # the op and its receipt
-Status = Callable[[str], Awaitable[dict[str, Any]]]
+_UNMINED = (OpStatus.NOT_FOUND, OpStatus.FAILED, OpStatus.DROPPED)
+Settled = Callable[["SponsoredOp", Receipt], Awaitable[None]]  # the op and its receipt
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,26 +47,21 @@ class SponsoredOp:
     valid_until: int  # unix seconds, from the paymaster data
 
 
-@dataclass(frozen=True, slots=True)
-class ChainLookups:
-    receipt: Receipt  # eth_getUserOperationReceipt
-    status: Status  # entryway_getUserOperationStatus
-
-
 class SponsorshipSettler:
     """Settles or releases one op's hold (`check`), and, in the background, releases the
     holds of ops never sent once their windows have passed (`unsent_after` after signing)."""
 
     def __init__(
         self,
-        ledger: Ledger,
+        ledger: SettlementLedger,
         prices: PriceBook,
-        chains: Mapping[int, ChainLookups],
+        chains: Mapping[int, BundlerPort],
         *,
         unsent_after: timedelta = timedelta(minutes=20),
         sweep_s: float = 60.0,
         clock: Callable[[], float] = time.time,
         on_settled: Settled | None = None,
+        counted: CreditsCounted | None = None,
     ) -> None:
         self.ledger = ledger
         self.prices = prices
@@ -75,13 +70,15 @@ class SponsorshipSettler:
         self.sweep_s = sweep_s
         self.clock = clock
         self.on_settled = on_settled
+        self.counted = counted  # the credits metric, told each settlement's charge
         self._task: asyncio.Task[None] | None = None
+        self._failing: set[tuple[str, str]] = set()  # holds the sweep could not release
 
     async def check(self, sponsored: SponsoredOp) -> bool:
         """Settle or release if the op's fate is known; True when done with it."""
-        lookups = self.chains[sponsored.chain_id]
+        bundler = self.chains[sponsored.chain_id]
         now = datetime.now(UTC)
-        receipt = await lookups.receipt(sponsored.user_op_hash)
+        receipt = await bundler.receipt(sponsored.user_op_hash)
         if receipt is not None:
             await settle_sponsorship(
                 self.ledger,
@@ -89,15 +86,16 @@ class SponsorshipSettler:
                 project_id=sponsored.project_id,
                 chain_id=sponsored.chain_id,
                 op=sponsored.op,
-                actual_gas_cost_wei=int(receipt["actualGasCost"], 16),
+                actual_gas_cost_wei=receipt.actual_gas_cost,
                 at=now,
+                counted=self.counted,
             )
             if self.on_settled is not None:
                 await self.on_settled(sponsored, receipt)
             return True
-        status = (await lookups.status(sponsored.user_op_hash)).get("status")
+        status = (await bundler.status(sponsored.user_op_hash)).status
         expired = self.clock() > sponsored.valid_until + GRACE_SECONDS
-        if status == "dropped" or (expired and status in ("not_found", "failed", "dropped")):
+        if status is OpStatus.DROPPED or (expired and status in _UNMINED):
             await release_sponsorship(
                 self.ledger,
                 project_id=sponsored.project_id,
@@ -110,7 +108,9 @@ class SponsorshipSettler:
 
     async def sweep(self) -> int:
         now = datetime.now(UTC)
-        return await release_unsent(self.ledger, older_than=now - self.unsent_after, at=now)
+        return await release_unsent(
+            self.ledger, older_than=now - self.unsent_after, at=now, failing=self._failing
+        )
 
     async def start(self) -> None:
         self._task = asyncio.create_task(self._forever())
@@ -135,7 +135,7 @@ def settle_payload(sponsored: SponsoredOp) -> dict[str, Any]:
         "projectId": sponsored.project_id,
         "chainId": sponsored.chain_id,
         "userOpHash": sponsored.user_op_hash,
-        "op": user_operation_json(sponsored.op),
+        "op": op_to_json(sponsored.op),
         "validUntil": sponsored.valid_until,
     }
 
@@ -152,7 +152,7 @@ class SettleHandler:
             str(p["projectId"]),
             int(p["chainId"]),
             str(p["userOpHash"]),
-            parse_user_operation(p["op"]),
+            op_from_json(p["op"]),
             int(p["validUntil"]),
         )
         if sponsored.chain_id not in self.settler.chains:
@@ -162,10 +162,36 @@ class SettleHandler:
         raise RetryTaskError("not mined yet", delay=SETTLE_POLL_SECONDS)
 
 
-async def release_unsent(ledger: Ledger, *, older_than: datetime, at: datetime) -> int:
+async def release_unsent(
+    ledger: SettlementLedger,
+    *,
+    older_than: datetime,
+    at: datetime,
+    failing: set[tuple[str, str]] | None = None,
+) -> int:
     """Release the holds of sponsored ops signed before `older_than` (whose windows have
-    passed) and never sent through the service: nothing can include them any more."""
-    stale = await ledger.unreferenced_holds(SPONSORED, older_than)
-    for project_id, key in stale:
-        await ledger.release(project_id, key, at)
-    return len(stale)
+    passed) and never sent through the service: nothing can include them any more. Returns
+    how many were released.
+
+    Each hold is released on its own: one that fails (a row the ledger refuses) is logged
+    with its project and key and left for the next sweep, and the others are released on
+    time. `failing` remembers such holds between sweeps, so each is logged once while it
+    keeps failing rather than every minute."""
+    released = 0
+    for project_id, key in await ledger.unreferenced_holds(SPONSORED, older_than):
+        try:
+            await ledger.release(project_id, key, at)
+        except Exception:
+            if failing is None or (project_id, key) not in failing:
+                log.exception(
+                    "cannot release the unsent hold %s of project %s; releasing the others",
+                    key,
+                    project_id,
+                )
+            if failing is not None:
+                failing.add((project_id, key))
+            continue
+        released += 1
+        if failing is not None:
+            failing.discard((project_id, key))
+    return released

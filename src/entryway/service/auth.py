@@ -1,5 +1,5 @@
-"""Who is calling: the API key on the request, resolved to its project and key, then held to
-its plan's rate limit."""
+"""Who is calling: the API key on the request, resolved to its project, key and role, then
+held to its plan's rate limit. `AdminCaller` further requires an admin key."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from entryway.domain.apikeys import InvalidApiKeyError
+from entryway.domain.apikeys import InvalidApiKeyError, KeyRole
 from entryway.service.problems import Problem, invalid_api_key
 from entryway.service.services import Services
 from entryway.storage.store import Caller
@@ -16,6 +16,8 @@ from entryway.storage.store import Caller
 # Declared for the OpenAPI document (securitySchemes); the key itself is read below so that
 # the JSON-RPC endpoint can also take it from `?apikey=`.
 bearer = HTTPBearer(auto_error=False, scheme_name="ApiKey", description="Bearer <API_KEY>")
+# The one route that takes `?apikey=`: bundler clients put the key in the RPC URL.
+JSON_RPC_ROUTE = ("POST", "/rpc/{chain_id}")
 
 
 async def current_caller(
@@ -46,12 +48,39 @@ async def current_caller(
 CurrentCaller = Annotated[Caller, Depends(current_caller)]
 
 
+async def admin_caller(caller: CurrentCaller) -> Caller:
+    """The caller, if its key is an admin key; a service key gets 403."""
+    if caller.role is not KeyRole.ADMIN:
+        raise Problem(
+            403,
+            "admin_key_required",
+            "Admin key required",
+            "this route administers the project and takes an admin key; service keys use "
+            "the service (JSON-RPC, wallets, notarizations, status, credits and usage)",
+        )
+    return caller
+
+
+AdminCaller = Annotated[Caller, Depends(admin_caller)]
+
+
 def _presented_key(request: Request) -> str:
-    """Bearer header; the JSON-RPC endpoint also takes `?apikey=` as bundler clients expect."""
+    """Bearer header; the JSON-RPC endpoint also takes `?apikey=` as bundler clients expect.
+    Elsewhere a key in the URL is refused rather than read: URLs end up in logs, proxies and
+    browser histories, so a REST client sending one should learn it at once."""
     header = request.headers.get("authorization", "")
     if header.lower().startswith("bearer "):
         return header[7:].strip()
     key = request.query_params.get("apikey")
-    if key:
+    if key and _is_json_rpc(request):
         return key
+    if key:
+        raise invalid_api_key(
+            "?apikey= is accepted by POST /rpc/{chainId} only; send Authorization: Bearer <API_KEY>"
+        )
     raise invalid_api_key("send Authorization: Bearer <API_KEY>")
+
+
+def _is_json_rpc(request: Request) -> bool:
+    route = request.scope.get("route")
+    return (request.method, getattr(route, "path", None)) == JSON_RPC_ROUTE

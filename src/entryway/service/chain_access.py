@@ -1,6 +1,6 @@
-"""May this caller use this chain now? The seed's "chain ID not recognised" checks (project,
-key, plan, module) and its "network connection problem" checks (an RPC configured, reachable,
-serving that chain, not under maintenance), answered as REST problems."""
+"""May this caller use this chain now? The "chain ID not recognised" checks of requirements §7
+(project, key, plan, module) and its "network connection problem" checks (an RPC configured,
+reachable, serving that chain, not under maintenance), answered as REST problems."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""The seed's "network connection problem" checks for a chain: the RPC endpoint is reachable
-and responds, the network is not under maintenance, and the RPC's chain id is the network's.
-A passing result is kept for a few seconds so the request path rarely waits on the node."""
+"""The "network connection problem" checks (requirements §7) for a chain: the RPC endpoint is
+reachable and responds, the network is not under maintenance, and the RPC's chain id is the
+network's. A passing result is kept for a few seconds so the request path rarely waits on the
+node."""
 
 from __future__ import annotations
 

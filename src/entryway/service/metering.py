@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 import uuid
 from collections import defaultdict
@@ -25,6 +26,7 @@ from entryway.storage.ledger import Charge, UsageContext, UsageRecord
 from entryway.storage.store import Caller, Store
 from entryway.storage.usage import RequestCountKey, UsageQueries
 
+log = logging.getLogger(__name__)
 FLUSH_SECONDS = 1.0
 ALERT_CHECK_SECONDS = 1.0  # a project's alert conditions are looked at this often at most
 GROUP_COMMIT_MAX = 200  # charges written in one transaction at most
@@ -50,8 +52,10 @@ class Meter:
         self.on_alert = on_alert
         self.clock = clock
         self._counts: dict[RequestCountKey, int] = defaultdict(int)
+        self.credits_charged: dict[str, int] = defaultdict(int)  # by operation, for metrics
         self._next_alert_check: dict[str, float] = {}
         self._alerts_due: set[str] = set()
+        self._alerts_failing: set[str] = set()
         self._waiting: list[tuple[Charge, asyncio.Future[UsageRecord]]] = []
         self._committer: asyncio.Task[None] | None = None
         self._task: asyncio.Task[None] | None = None
@@ -80,6 +84,7 @@ class Meter:
                 await self.store.ledger.record_usage(
                     project_id, f"reads:{uuid.uuid4()}", "read", credits, now
                 )
+                self.counted("read", credits)
         try:
             await self.usage.add_request_counts({k: (n, n * price) for k, n in counts.items()})
         except Exception:
@@ -133,6 +138,7 @@ class Meter:
         )
         record = await self._group_commit(charge)
         if not record.duplicate:
+            self.counted(quote.operation.value, quote.credits)
             now = time.monotonic()
             if self._next_alert_check.get(who.project_id, 0.0) <= now:
                 self._next_alert_check[who.project_id] = now + ALERT_CHECK_SECONDS
@@ -141,6 +147,11 @@ class Meter:
             else:
                 self._alerts_due.add(who.project_id)  # looked at by the next flush
         return record
+
+    def counted(self, operation: str, credits: int) -> None:
+        """Credits charged, by operation kind, for /metrics; charges made outside the meter
+        (sponsorship settlements, relayed ops) are counted by calling this too."""
+        self.credits_charged[operation] += credits
 
     async def _group_commit(self, charge: Charge) -> UsageRecord:
         done: asyncio.Future[UsageRecord] = asyncio.get_running_loop().create_future()
@@ -165,11 +176,26 @@ class Meter:
                     if not waiter.done():
                         waiter.set_result(record)
 
+    def alerts_may_be_due(self, project_id: str) -> None:
+        """Credits moved outside `charge` (a sponsorship hold): the next flush looks at the
+        project's alerts."""
+        if self.enabled:
+            self._alerts_due.add(project_id)
+
     async def check_due_alerts(self) -> None:
-        """The alert checks that charges in quick succession put off."""
+        """The alert checks that charges in quick succession put off, each project on its
+        own: one that fails is logged and looked at again by the next flush."""
         due, self._alerts_due = self._alerts_due, set()
         for project_id in due:
-            await self.check_alerts(project_id)
+            try:
+                await self.check_alerts(project_id)
+            except Exception:
+                if project_id not in self._alerts_failing:  # logged once while it fails
+                    log.exception("checking the credit alerts of project %s failed", project_id)
+                self._alerts_failing.add(project_id)
+                self._alerts_due.add(project_id)
+            else:
+                self._alerts_failing.discard(project_id)
 
     async def check_alerts(self, project_id: str) -> list[str]:
         """Raise credits.low / credits.overage for the current cycle when they apply."""

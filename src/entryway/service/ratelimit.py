@@ -2,7 +2,8 @@
 through Redis when ENTRYWAY_REDIS_URL is set (several API processes then count together).
 
 A request over the limit gets 429 with Retry-After; every limited answer carries the
-RateLimit-Limit / RateLimit-Remaining / RateLimit-Reset headers (IETF draft names)."""
+RateLimit-Limit / RateLimit-Remaining / RateLimit-Reset headers (IETF draft names). Each call
+of a JSON-RPC batch counts as one request (`grant`)."""
 
 from __future__ import annotations
 
@@ -76,12 +77,30 @@ class RateLimiter:
         )
         self.strategy = SlidingWindowCounterRateLimiter(self.storage)
 
-    async def hit(self, plan: PlanName, key_id: str) -> Decision:
+    async def hit(self, plan: PlanName, key_id: str, cost: int = 1) -> Decision:
+        """Count `cost` requests, all or none: refused if they do not all fit the window."""
         item = self.items[plan]
-        allowed = await self.strategy.hit(item, "key", key_id)
+        allowed = await self.strategy.hit(item, "key", key_id, cost=cost)
         stats = await self.strategy.get_window_stats(item, "key", key_id)
         reset = max(math.ceil(stats.reset_time - time.time()), 0)
         return Decision(allowed, item.amount, max(stats.remaining, 0), reset)
+
+    async def grant(self, plan: PlanName, key_id: str, wanted: int) -> tuple[int, Decision]:
+        """As many of `wanted` more requests as the window still holds, counted: the calls
+        of a JSON-RPC batch past its first. One hit when they all fit (the usual case);
+        near the limit, one at a time until the window is full."""
+        if wanted < 1:
+            raise ValueError("grant at least one request")
+        decision = await self.hit(plan, key_id, cost=wanted)
+        if decision.allowed:
+            return wanted, decision
+        granted = 0
+        while granted < wanted:
+            decision = await self.hit(plan, key_id)
+            if not decision.allowed:
+                break
+            granted += 1
+        return granted, decision
 
     async def reset(self) -> None:
         await self.storage.reset()

@@ -1,4 +1,4 @@
-"""Credits, usage, invoices and alerts of the caller's project (seed sections 3, 8.3, 8.4):
+"""Credits, usage, invoices and alerts of the caller's project (requirements §3, §8.3, §8.4):
 balance and lots, consumption rate and forecast, breakdowns by operation, key, endpoint,
 chain, day, week or month, CSV and JSON export. All reads are free."""
 
@@ -23,6 +23,7 @@ from entryway.service.schemas import (
     CreditsOut,
     InvoiceOut,
     LotOut,
+    Moment,
     UsageGroup,
     UsageOut,
 )
@@ -53,15 +54,12 @@ def invoice_out(s: StoredInvoice) -> InvoiceOut:
 
 
 def _window(since: datetime | None, until: datetime | None) -> tuple[datetime, datetime]:
-    until = _aware(until) if until else datetime.now(UTC)
-    since = _aware(since) if since else until - timedelta(days=30)
+    """[since, until): both already in UTC and within the accepted years (`Moment`)."""
+    until = until or datetime.now(UTC)
+    since = since or until - timedelta(days=30)
     if since >= until:
         raise Problem(422, "validation_error", "Invalid window", "since must be before until")
     return since, until
-
-
-def _aware(moment: datetime) -> datetime:
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def billing_routes() -> APIRouter:
@@ -114,8 +112,8 @@ def billing_routes() -> APIRouter:
         who: CurrentCaller,
         request: Request,
         group_by: Annotated[Grouping, Query(alias="groupBy")] = "operation",
-        since: datetime | None = None,
-        until: datetime | None = None,
+        since: Moment | None = None,
+        until: Moment | None = None,
     ) -> UsageOut:
         """Credits, priced operations and free requests in [since, until) (default: the last
         30 days), grouped by operation type, API key, endpoint, chain, day, week or month."""
@@ -141,8 +139,8 @@ def billing_routes() -> APIRouter:
         who: CurrentCaller,
         request: Request,
         format: Literal["csv", "json"] = "csv",
-        since: datetime | None = None,
-        until: datetime | None = None,
+        since: Moment | None = None,
+        until: Moment | None = None,
     ) -> StreamingResponse:
         """Every usage event in [since, until), oldest first, as CSV or JSON (streamed)."""
         services: Services = request.app.state.services

@@ -1,40 +1,50 @@
 """Chain-bound endpoints: SDK defaults, the JSON-RPC endpoint (bundler, paymaster), account
-and op status. Each checks the caller may use the chain (seed section 7, "chain ID not
+and op status. Each checks the caller may use the chain (requirements §7, "chain ID not
 recognised") and that the network answers ("network connection problem")."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+import logging
 from typing import Annotated, Any
 
 import orjson
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import JSONResponse, Response
+from pydantic import BeforeValidator
 
-from entryway.bundler.errors import BundlerError
-from entryway.bundler.rpc_types import parse_user_operation
-from entryway.domain.evm import checksum
+from entryway.bundler.errors import BundlerError, RpcErrorCode
+from entryway.bundler.rpc_batch import batch_refusal, run_batch
+from entryway.domain.evm import checksum, to_hex
 from entryway.domain.networks import NETWORKS
 from entryway.domain.userop import UserOperation
-from entryway.paymaster.costs import sponsorship_key
 from entryway.paymaster.erc7677 import PaymasterCaller, PaymasterRpc
-from entryway.paymaster.settlement import (
-    SETTLE_MAX_ATTEMPTS,
-    SETTLE_POLL_SECONDS,
-    SETTLE_TASK,
-    SponsoredOp,
-    settle_payload,
-)
+from entryway.paymaster.relay_accounting import RelayAccounting, op_usage_key
 from entryway.service.auth import CurrentCaller
 from entryway.service.chain_access import ChainGate
+from entryway.service.edge import REQUEST_ID_HEADER, request_id_of
+from entryway.service.limits import RequestLimits
 from entryway.service.problems import Problem
 from entryway.service.schemas import AccountInfoOut, OpStatusOut, SdkDefaults, SdkDefaultsList
 from entryway.service.services import ChainRuntime, Services
+from entryway.storage.outage import database_unavailable
 from entryway.storage.store import Caller
-from entryway.storage.tasks import TaskQueue
 from entryway.wallets.account_info import read_account
 
-ChainIdQuery = Annotated[int, Query(alias="chainId", ge=1, le=2**53)]
+log = logging.getLogger(__name__)
+
+
+def _decimal(value: object) -> object:
+    """A chain id as the URL spells it: plain decimal digits. Without this check `80002.0`,
+    `+80002` or `0080002` would all be taken for chain 80002."""
+    if isinstance(value, str) and not (
+        value.isascii() and value.isdigit() and len(value) <= 16 and value[0] != "0"
+    ):
+        raise ValueError("a chain id is a decimal integer: digits only, no leading zero")
+    return value
+
+
+ChainIdQuery = Annotated[int, Query(alias="chainId", ge=1, le=2**53), BeforeValidator(_decimal)]
+ChainIdPath = Annotated[int, Path(ge=1, le=2**53), BeforeValidator(_decimal)]
 
 
 def chain_routes(prefixes: tuple[str, ...]) -> APIRouter:
@@ -114,7 +124,9 @@ def chain_routes(prefixes: tuple[str, ...]) -> APIRouter:
             dropped (free). Another project's operation is not found."""
             chain = await usable_chain(request, who, chain_id)
             services: Services = request.app.state.services
-            mine = await services.store.ledger.owns(who.project_id, _op_key(chain_id, user_op_hash))
+            mine = await services.store.ledger.owns(
+                who.project_id, op_usage_key(chain_id, user_op_hash)
+            )
             if not mine:
                 raise Problem(
                     404, "op_not_found", "UserOperation not found",
@@ -134,82 +146,123 @@ def chain_routes(prefixes: tuple[str, ...]) -> APIRouter:
             )
 
     @router.post("/rpc/{chain_id}", operation_id="jsonRpc", tags=["rpc"])
-    async def json_rpc(who: CurrentCaller, chain_id: int, request: Request) -> Response:
-        """ERC-4337 bundler (and ERC-7677 paymaster) JSON-RPC for one chain; single or batch."""
+    async def json_rpc(who: CurrentCaller, chain_id: ChainIdPath, request: Request) -> Response:
+        """ERC-4337 bundler (and ERC-7677 paymaster) JSON-RPC for one chain; single or batch.
+        Every call of a batch counts toward the key's rate limit; docs/api.md has the batch
+        limits."""
         chain = await usable_chain(request, who, chain_id)
         try:
+            # The edge has checked the body's size, depth and syntax; orjson's own recursion
+            # bound holds whatever Python's limit is.
             payload = orjson.loads(await request.body())
         except orjson.JSONDecodeError:
             error = {"code": -32700, "message": "parse error"}
             return JSONResponse({"jsonrpc": "2.0", "id": None, "error": error})
-        if isinstance(payload, list):
-            answers = [
-                a for a in [await _one(request, who, chain, p) for p in payload] if a is not None
-            ]
-            return JSONResponse(answers)
-        answer = await _one(request, who, chain, payload)
-        return JSONResponse(answer) if answer is not None else Response(status_code=204)
+        if not isinstance(payload, list):
+            answer = await _one(request, who, chain, payload)
+            return JSONResponse(answer) if answer is not None else Response(status_code=204)
+        limits: RequestLimits = request.app.state.limits
+        refusal = batch_refusal(payload, limits.max_rpc_batch)
+        if refusal is not None:
+            return JSONResponse(refusal)
+        admitted, over_limit = await _admit_batch(request, who, len(payload))
+
+        async def call(one: Any) -> dict[str, Any] | None:
+            return await _one(request, who, chain, one)
+
+        answers = await run_batch(
+            payload,
+            call,
+            max_heavy=limits.max_rpc_batch_heavy,
+            admitted=admitted,
+            over_rate_limit=over_limit,
+        )
+        # HTTP 200 even when calls were refused: the calls before them ran (an op may have
+        # been sent), and their answers must reach the client.
+        return JSONResponse(answers)
 
     return router
 
 
-async def _follow_sponsorship(
-    services: Services, who: Caller, chain_id: int, op_hash: str, op: UserOperation
-) -> None:
-    """Tie the op's sponsorship hold to its hash, and queue the durable task that settles it
-    from the receipt (or releases it): once per op, whatever the retries."""
-    key = sponsorship_key(chain_id, op)
-    await services.store.ledger.link(who.project_id, key, op_hash)
-    valid_until = int.from_bytes(op.paymaster_data[:6], "big") or 2**48 - 1
-    sponsored = SponsoredOp(who.project_id, chain_id, op_hash, op, valid_until)
-    await TaskQueue(services.store.engine).enqueue(
-        SETTLE_TASK,
-        settle_payload(sponsored),
-        project_id=who.project_id,
-        run_at=datetime.now(UTC) + timedelta(seconds=SETTLE_POLL_SECONDS),
-        idempotency_key=f"{chain_id}:{op_hash}",
-        max_attempts=SETTLE_MAX_ATTEMPTS,
+async def _admit_batch(request: Request, who: Caller, calls: int) -> tuple[int, str]:
+    """How many calls of the batch the key's rate limit admits, and what the others are told.
+    The request itself was counted as one call when the key was checked; the rest count here."""
+    limiter = request.app.state.services.platform.limiter
+    if limiter is None or calls <= 1:
+        return calls, ""
+    granted, decision = await limiter.grant(who.plan, who.key_id, calls - 1)
+    request.state.rate_limit_headers = decision.headers()
+    over = (
+        f"limit exceeded: the {who.plan.value} plan allows {decision.limit} requests per "
+        f"window per API key, each call of a batch counting as one; retry after "
+        f"{max(decision.reset_seconds, 1)} s"
     )
-
-
-def _op_key(chain_id: int, user_op_hash: str) -> str:
-    return f"userop:{chain_id}:{user_op_hash.lower()}"
+    return 1 + granted, over
 
 
 async def _one(
     request: Request, who: Caller, chain: ChainRuntime, payload: Any
 ) -> dict[str, Any] | None:
-    """Dispatch one call and meter it. `pm_*` go to the paymaster (which holds the sponsored
-    op's credits itself); an accepted eth_sendUserOperation is charged its relay (nothing
-    more when our paymaster sponsors it) and, when sponsored, followed until its hold settles;
-    other calls are counted."""
+    """Dispatch one call and meter it; whatever fails inside it is answered as a JSON-RPC
+    error carrying the call's id (-32603 and no internals for the unexpected), so one failing
+    call never turns the response into a problem document nor stops the rest of a batch.
+    A database that cannot be reached is the exception: the whole request is answered 503
+    with Retry-After (service/edge.py), which clients retry; sending it again is safe."""
+    try:
+        return await _dispatch(request, who, chain, payload)
+    except Exception as exc:
+        if database_unavailable(exc):
+            raise
+        log.exception(
+            "JSON-RPC call failed on chain %s (request id %s)",
+            chain.chain_id,
+            _request_id(request),
+        )
+        if not isinstance(payload, dict) or "id" not in payload:
+            return None  # a notification is never answered, not even with an error
+        error = {"code": int(RpcErrorCode.INTERNAL_ERROR), "message": "internal error"}
+        return {"jsonrpc": "2.0", "id": payload["id"], "error": error}
+
+
+def _request_id(request: Request) -> str:
+    return request_id_of(request.scope) or request.headers.get(REQUEST_ID_HEADER, "")
+
+
+async def _dispatch(
+    request: Request, who: Caller, chain: ChainRuntime, payload: Any
+) -> dict[str, Any] | None:
+    """`pm_*` go to the paymaster (which holds the sponsored op's credits itself). An
+    eth_sendUserOperation is accounted once validated and before it enters the mempool: its
+    relay charged and, when our paymaster sponsors it, its hold linked and its settlement
+    queued, in one transaction; if that fails the op is refused. Other calls are counted."""
     services: Services = request.app.state.services
     method = payload.get("method") if isinstance(payload, dict) else None
     if isinstance(method, str) and method.startswith("pm_") and services.paymaster is not None:
         return await _paymaster(services.paymaster, who, chain.chain_id, payload)
-    answer = await chain.rpc.dispatch(payload)
-    meter = services.platform.meter
-    if method == "eth_sendUserOperation" and answer is not None and "result" in answer:
-        op = parse_user_operation(payload["params"][0])
-        op_hash = str(answer["result"])
-        sponsored = (op.paymaster or "").lower() == chain.deployment.paymaster.lower()
-        quote = services.prices.relayed_user_operation(
-            calls=1, calldata_bytes=len(op.call_data), sponsored=sponsored
-        )
-        await meter.charge(
-            who,
-            quote,
-            _op_key(chain.chain_id, op_hash),
-            endpoint="rpc:eth_sendUserOperation",
+    if method != "eth_sendUserOperation":
+        answer = await chain.rpc.dispatch(payload)
+        if isinstance(method, str):
+            services.platform.meter.count_read(who, f"rpc:{method}"[:100], chain.chain_id)
+        return answer
+    accounting = RelayAccounting(
+        services.store.ledger,
+        services.prices,
+        on_charged=services.platform.meter.alerts_may_be_due,
+        counted=services.platform.meter.counted,
+    )
+
+    async def account(op: UserOperation, op_hash: bytes) -> None:
+        await accounting.record_accepted_op(
+            project_id=who.project_id,
             chain_id=chain.chain_id,
-            subject=op.sender,
-            reference=op_hash.lower(),
+            op=op,
+            user_op_hash=to_hex(op_hash),
+            service_paymaster=chain.deployment.paymaster,
+            endpoint="rpc:eth_sendUserOperation",
+            key_id=who.key_id,
         )
-        if sponsored:
-            await _follow_sponsorship(services, who, chain.chain_id, op_hash.lower(), op)
-    elif isinstance(method, str):
-        meter.count_read(who, f"rpc:{method}"[:100], chain.chain_id)
-    return answer
+
+    return await chain.rpc.dispatch(payload, before_mempool=account)
 
 
 async def _paymaster(

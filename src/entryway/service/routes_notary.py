@@ -8,9 +8,8 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Sequence
-from typing import Annotated, Any
+from typing import Annotated
 
-import orjson
 from fastapi import APIRouter, Header, Request
 from fastapi.responses import Response
 
@@ -22,13 +21,26 @@ from entryway.domain.notarization import (
     NotarizationKind,
     NotarizationMode,
     NotarizationStatus,
-    derived_request_key,
+    RequestKeyReusedError,
+    request_digest,
     request_quote,
 )
 from entryway.domain.proof import document_hash
 from entryway.notary.service import Notary, NotaryUnavailableError
 from entryway.service.auth import CurrentCaller
 from entryway.service.chain_access import require_chain_access
+from entryway.service.downloads import attachment
+from entryway.service.limits import RequestLimits
+from entryway.service.notary_fields import (
+    DOCUMENT_FORM,
+    chain_field,
+    checked_metadata,
+    flag_field,
+    header_text,
+    label_field,
+    metadata_field,
+    mode_field,
+)
 from entryway.service.problems import Problem
 from entryway.service.schemas_notary import (
     BulkAccepted,
@@ -44,16 +56,16 @@ from entryway.service.uploads import read_upload
 from entryway.storage.notary import Submitted
 from entryway.storage.store import Caller
 
-MAX_METADATA_BYTES = 16 * 1024
 HASH_IN_THREAD_BYTES = 1024 * 1024  # hash bigger documents off the event loop
 _KEY = re.compile(r"^[\x21-\x7e]{1,150}$")
 IdempotencyKey = Annotated[
     str | None,
     Header(
         alias="Idempotency-Key",
-        description="Any printable ASCII, 1-150 characters: a retry with the same key returns "
-        "the first answer and is never charged twice. Without one, the key is derived from "
-        "the request's content.",
+        description="Any printable ASCII, 1-150 characters, naming one request of the "
+        "project: the same request again with it returns the first answer and is never "
+        "charged twice; another request with it (another endpoint, other items) is 409 "
+        "`idempotency_key_reused`. Without one, the request's content names it.",
     ),
 ]
 
@@ -83,7 +95,7 @@ def notary_routes() -> APIRouter:
         "/document",
         operation_id="notarizeDocument",
         status_code=202,
-        openapi_extra={"requestBody": _DOCUMENT_FORM},
+        openapi_extra={"requestBody": DOCUMENT_FORM},
     )
     async def notarize_document(
         who: CurrentCaller, request: Request, key: IdempotencyKey = None
@@ -93,22 +105,24 @@ def notary_routes() -> APIRouter:
         notary = notarizations_of(request)
         upload = await read_upload(request, notary.settings.max_document_bytes)
         form = upload.fields
-        chain_id = _chain_field(form.get("chainId"))
-        mode = _mode_field(form.get("mode"))
+        chain_id = chain_field(form.get("chainId"))
+        mode = mode_field(form.get("mode"))
+        label = label_field(form.get("label"))
+        metadata = metadata_field(form.get("metadata"), _json_depth(request))
+        store = flag_field(form.get("store"))
         content = upload.content
         if len(content) >= HASH_IN_THREAD_BYTES:
             digest = await asyncio.to_thread(document_hash, content)
         else:
             digest = document_hash(content)
-        store = _flag_field(form.get("store"))
         item = NewNotarization(
             document_hash=digest,
             data_bytes=len(content),
             kind=NotarizationKind.DOCUMENT,
-            label=_checked_label(form.get("label")),
-            metadata=_metadata(form.get("metadata")),
-            filename=_header_text(upload.filename, 255),
-            content_type=_header_text(upload.content_type, 200),
+            label=label,
+            metadata=metadata,
+            filename=header_text(upload.filename, 255),
+            content_type=header_text(upload.content_type, 200),
             document=content if store else None,
         )
         return await _accept_one(request, who, chain_id, mode, item, "document", key)
@@ -186,7 +200,9 @@ def notary_routes() -> APIRouter:
 
     @router.get("/{notarization_id}/document", operation_id="getNotarizationDocument")
     async def get_document(who: CurrentCaller, request: Request, notarization_id: str) -> Response:
-        """The document itself, if it was uploaded with `store` true (free)."""
+        """The document itself, if it was uploaded with `store` true (free), as a download:
+        `application/octet-stream`, attachment under its uploaded file name (its media type
+        is the notarization's `contentType`)."""
         notary = notarizations_of(request)
         found = await _mine(notary, who, notarization_id)
         content = await notary.document(who.project_id, notarization_id) if found.stored else None
@@ -198,7 +214,7 @@ def notary_routes() -> APIRouter:
                 f"notarization {notarization_id} kept only the document's hash",
             )
         _count(request, who, "notarizations.document", found.chain_id)
-        return Response(content, media_type=found.content_type or "application/octet-stream")
+        return attachment(content, found.filename, f"notarization-{notarization_id}")
 
     return router
 
@@ -243,19 +259,17 @@ async def _accept(
             "Notary unavailable",
             f"this service has no NotaryAnchor or notary key for chain {chain_id}",
         )
-    if key is not None and not _KEY.match(key):
+    if key is not None and not _KEY.fullmatch(key):
         raise Problem(
             422,
             "validation_error",
             "Invalid request",
             "Idempotency-Key: 1-150 printable ASCII characters",
         )
-    # A key names one request of one endpoint and size: reused for another, it is another.
-    request_key = (
-        f"{endpoint}:{len(items)}:{key}"
-        if key is not None
-        else derived_request_key(chain_id, mode, items)
-    )
+    # A key names one request of the project, whatever its endpoint: the first row of the
+    # request holds it, with the digest of what was asked, to tell a retry from a reuse.
+    digest = request_digest(endpoint, chain_id, mode, items)
+    request_key = f"key:{key}" if key is not None else f"derived:{digest}"
     services: Services = request.app.state.services
     quote = request_quote(services.prices, items)
     charged = await services.platform.meter.charge(
@@ -267,12 +281,14 @@ async def _accept(
     )
     try:
         submitted = await notary.submit(
-            who.project_id, who.key_id, chain_id, mode, items, request_key
+            who.project_id, who.key_id, chain_id, mode, items, request_key, digest=digest
         )
     except NotaryUnavailableError as exc:
         raise Problem(503, "notary_unavailable", "Notary unavailable", str(exc)) from None
+    except RequestKeyReusedError as exc:
+        raise Problem(409, "idempotency_key_reused", "Idempotency key reused", str(exc)) from None
     except NotarizationError as exc:
-        raise Problem(422, "idempotency_key_reused", "Idempotency key reused", str(exc)) from None
+        raise Problem(422, "validation_error", "Invalid request", str(exc)) from None
     return submitted, charged.credits
 
 
@@ -299,8 +315,8 @@ def _item(body: HashItemIn) -> NewNotarization:
     return NewNotarization(
         document_hash=bytes.fromhex(body.document_hash[2:]),
         data_bytes=HASH_BYTES,
-        label=_checked_label(body.label),
-        metadata=_checked_metadata(body.metadata),
+        label=body.label or None,
+        metadata=checked_metadata(body.metadata),
     )
 
 
@@ -308,87 +324,7 @@ def _hex(value: bytes) -> str:
     return "0x" + value.hex()
 
 
-def _invalid(detail: str) -> Problem:
-    return Problem(422, "validation_error", "Invalid request", detail)
-
-
-def _checked_metadata(metadata: dict[str, Any] | None) -> dict[str, Any] | None:
-    if metadata is None:
-        return None
-    try:
-        size = len(orjson.dumps(metadata))
-    except orjson.JSONEncodeError as exc:  # e.g. an integer beyond 64 bits
-        raise _invalid(f"metadata: {exc}") from None
-    if size > MAX_METADATA_BYTES:
-        raise _invalid(f"metadata: at most {MAX_METADATA_BYTES} bytes as JSON")
-    return metadata
-
-
-def _checked_label(text: str | None) -> str | None:
-    if text is not None and (len(text) > 200 or "\x00" in text):
-        raise _invalid("label: at most 200 characters, no NUL")
-    return text or None
-
-
-def _header_text(text: str | None, limit: int) -> str | None:
-    """A filename or media type from the upload, as much as the columns hold."""
-    if not text:
-        return None
-    return text.replace("\x00", "")[:limit] or None
-
-
-def _metadata(text: str | None) -> dict[str, Any] | None:
-    if text is None or text == "":
-        return None
-    try:
-        value = orjson.loads(text)
-    except orjson.JSONDecodeError:
-        raise _invalid("metadata: not JSON") from None
-    if not isinstance(value, dict):
-        raise _invalid("metadata: a JSON object")
-    return _checked_metadata(value)
-
-
-def _chain_field(text: str | None) -> int:
-    if text is None or not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= 2**53:
-        raise _invalid("chainId: a chain id (a positive integer) is required")
-    return int(text)
-
-
-def _mode_field(text: str | None) -> NotarizationMode:
-    try:
-        return NotarizationMode(text or NotarizationMode.BATCHED.value)
-    except ValueError:
-        raise _invalid("mode: 'batched' or 'direct'") from None
-
-
-def _flag_field(text: str | None) -> bool:
-    if text is None or text.lower() in ("", "false", "0"):
-        return False
-    if text.lower() in ("true", "1"):
-        return True
-    raise _invalid("store: true or false")
-
-
-_DOCUMENT_FORM: dict[str, Any] = {
-    "required": True,
-    "content": {
-        "multipart/form-data": {
-            "schema": {
-                "type": "object",
-                "required": ["file", "chainId"],
-                "properties": {
-                    "file": {"type": "string", "format": "binary"},
-                    "chainId": {"type": "integer"},
-                    "mode": {"type": "string", "enum": ["batched", "direct"]},
-                    "label": {"type": "string", "maxLength": 200},
-                    "metadata": {"type": "string", "description": "a JSON object"},
-                    "store": {
-                        "type": "boolean",
-                        "description": "keep the document (default false)",
-                    },
-                },
-            }
-        }
-    },
-}
+def _json_depth(request: Request) -> int:
+    """The nesting a JSON body may have here, for metadata sent in a form."""
+    limits = getattr(request.app.state, "limits", None)
+    return (limits if isinstance(limits, RequestLimits) else RequestLimits()).max_json_depth

@@ -1,5 +1,7 @@
 """The caller's own project: settings, API keys, plans and scheduled plan changes. A key only
-ever sees its own project; another project's key id is simply not found."""
+ever sees its own project; another project's key id is simply not found. Reading the project
+and the plans takes any key; everything else here takes an admin key (`AdminCaller`), and
+key grants follow `key_grants`."""
 
 from __future__ import annotations
 
@@ -7,9 +9,18 @@ from datetime import UTC, datetime
 
 from fastapi import APIRouter, Request, Response
 
-from entryway.domain.chain_access import unknown_chains
 from entryway.domain.plans import PLANS
-from entryway.service.auth import CurrentCaller
+from entryway.service.auth import AdminCaller, CurrentCaller
+from entryway.service.key_grants import (
+    grantable,
+    key_out,
+    last_admin_key,
+    no_key,
+    no_store,
+    refuse_own_key,
+    supported,
+    within_granter,
+)
 from entryway.service.problems import Problem
 from entryway.service.schemas import (
     KeyCreate,
@@ -22,7 +33,8 @@ from entryway.service.schemas import (
     ProjectPatch,
 )
 from entryway.service.services import Services
-from entryway.storage.store import KeyInfo, Project, UnknownError
+from entryway.storage.apikeys import KeyInfo, LastAdminKeyError, UnknownKeyError
+from entryway.storage.store import Project
 
 
 def project_out(p: Project) -> ProjectOut:
@@ -40,32 +52,8 @@ def project_out(p: Project) -> ProjectOut:
     )
 
 
-def key_out(k: KeyInfo) -> KeyOut:
-    return KeyOut(
-        key_id=k.key_id,
-        environment=k.environment,
-        chains=sorted(k.chains),
-        created_at=k.created_at,
-        revoked_at=k.revoked_at,
-    )
-
-
-def _supported(chains: list[int]) -> list[int]:
-    unknown = unknown_chains(chains)
-    if unknown:
-        raise Problem(
-            422, "validation_error", "Unsupported chain",
-            f"chain ids {sorted(unknown)} are not networks this service supports",
-        )  # fmt: skip
-    return chains
-
-
 def platform_routes() -> APIRouter:
     router = APIRouter(prefix="/v1", tags=["platform"])
-
-    def services_of(request: Request) -> Services:
-        services: Services = request.app.state.services
-        return services
 
     @router.get("/project", operation_id="getProject")
     async def get_project(who: CurrentCaller, request: Request) -> ProjectOut:
@@ -73,14 +61,12 @@ def platform_routes() -> APIRouter:
         return project_out(await services_of(request).store.project(who.project_id))
 
     @router.patch("/project", operation_id="updateProject")
-    async def update_project(
-        who: CurrentCaller, request: Request, body: ProjectPatch
-    ) -> ProjectOut:
+    async def update_project(who: AdminCaller, request: Request, body: ProjectPatch) -> ProjectOut:
         """Rename, set the enabled chain ids, switch the Account Abstraction module, set the
         low-balance alert threshold (credits; null: a tenth of the monthly grant)."""
         changes = body.model_dump(exclude_unset=True)
         if "chains" in changes and changes["chains"] is not None:
-            _supported(changes["chains"])
+            supported(changes["chains"])
         for required in ("name", "chains", "aa_module_enabled"):
             if required in changes and changes[required] is None:
                 raise Problem(
@@ -90,46 +76,67 @@ def platform_routes() -> APIRouter:
         return project_out(project)
 
     @router.get("/keys", operation_id="listKeys")
-    async def list_keys(who: CurrentCaller, request: Request) -> list[KeyOut]:
-        """The project's API keys (ids and chains; secrets are never shown again)."""
+    async def list_keys(who: AdminCaller, request: Request) -> list[KeyOut]:
+        """The project's API keys (ids, roles and chains; secrets are never shown again)."""
         return [key_out(k) for k in await services_of(request).store.keys(who.project_id)]
 
     @router.post("/keys", operation_id="createKey", status_code=201)
-    async def create_key(who: CurrentCaller, request: Request, body: KeyCreate) -> KeyCreated:
-        """A new key with access to `chains`; the secret is in this answer only."""
+    async def create_key(
+        who: AdminCaller, request: Request, response: Response, body: KeyCreate
+    ) -> KeyCreated:
+        """A new key with access to `chains` (within the project's and this key's), `service`
+        unless `role` says `admin`; the secret is in this answer only."""
         store = services_of(request).store
+        project = await store.project(who.project_id)
+        chains = grantable(body.chains, project.chains, who)
         issued = await store.issue_key(
-            who.project_id, body.environment, _supported(body.chains), datetime.now(UTC)
+            who.project_id, body.environment, chains, datetime.now(UTC), role=body.role
         )
-        info = next(k for k in await store.keys(who.project_id) if k.key_id == issued.key_id)
+        info = await store.api_keys.key(who.project_id, issued.key_id)
+        no_store(response)
         return KeyCreated(**key_out(info).model_dump(), api_key=issued.secret)
 
     @router.patch("/keys/{key_id}", operation_id="updateKey")
-    async def update_key(
-        who: CurrentCaller, request: Request, key_id: str, body: KeyPatch
-    ) -> KeyOut:
-        """Set the chains a key may use."""
+    async def update_key(who: AdminCaller, request: Request, key_id: str, body: KeyPatch) -> KeyOut:
+        """Set another key's chains or role (no key changes itself). Demoting the project's
+        last admin key answers 409 last_admin_key."""
         store = services_of(request).store
+        refuse_own_key(who, key_id)
+        target = await _managed_key(request, who.project_id, key_id)
+        within_granter(target.chains, who)
+        chains = None
+        if body.chains is not None:
+            project = await store.project(who.project_id)
+            chains = grantable(body.chains, project.chains, who)
         try:
-            await store.set_key_chains(who.project_id, key_id, _supported(body.chains))
-        except UnknownError:
-            raise _no_key(key_id) from None
-        return key_out(next(k for k in await store.keys(who.project_id) if k.key_id == key_id))
+            info = await store.api_keys.change(
+                who.project_id, key_id, chains=chains, role=body.role
+            )
+        except UnknownKeyError:
+            raise no_key(key_id) from None
+        except LastAdminKeyError:
+            raise last_admin_key(key_id) from None
+        return key_out(info)
 
     @router.delete("/keys/{key_id}", operation_id="revokeKey", status_code=204)
-    async def revoke_key(who: CurrentCaller, request: Request, key_id: str) -> Response:
-        """Revoke a key at once (the key making the call may revoke itself)."""
+    async def revoke_key(who: AdminCaller, request: Request, key_id: str) -> Response:
+        """Revoke a key at once (the key making the call may revoke itself). The project's
+        last admin key cannot be revoked: 409 last_admin_key."""
+        target = await _managed_key(request, who.project_id, key_id)
+        within_granter(target.chains, who)
         try:
             await services_of(request).store.revoke_key(
                 key_id, datetime.now(UTC), project_id=who.project_id
             )
-        except UnknownError:
-            raise _no_key(key_id) from None
+        except UnknownKeyError:
+            raise no_key(key_id) from None
+        except LastAdminKeyError:
+            raise last_admin_key(key_id) from None
         return Response(status_code=204)
 
     @router.get("/plans", operation_id="listPlans")
     async def list_plans(who: CurrentCaller, request: Request) -> list[PlanOut]:
-        """The plans (seed section 8.1): prices in micro-euros, VAT included."""
+        """The plans (requirements §8.1): prices in micro-euros, VAT included."""
         config = services_of(request).platform.billing.config
         return [
             PlanOut(
@@ -144,7 +151,7 @@ def platform_routes() -> APIRouter:
         ]
 
     @router.put("/project/plan", operation_id="changePlan")
-    async def change_plan(who: CurrentCaller, request: Request, body: PlanChange) -> ProjectOut:
+    async def change_plan(who: AdminCaller, request: Request, body: PlanChange) -> ProjectOut:
         """Schedule an upgrade or downgrade; it takes effect when the next cycle starts.
         Asking for the current plan cancels a scheduled change."""
         project = await services_of(request).store.schedule_plan_change(who.project_id, body.plan)
@@ -153,5 +160,13 @@ def platform_routes() -> APIRouter:
     return router
 
 
-def _no_key(key_id: str) -> Problem:
-    return Problem(404, "key_not_found", "API key not found", f"no key {key_id} in this project")
+def services_of(request: Request) -> Services:
+    services: Services = request.app.state.services
+    return services
+
+
+async def _managed_key(request: Request, project_id: str, key_id: str) -> KeyInfo:
+    try:
+        return await services_of(request).store.api_keys.key(project_id, key_id)
+    except UnknownKeyError:
+        raise no_key(key_id) from None

@@ -12,8 +12,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from entryway.domain.sponsorship import PolicyRulesError, SponsorshipPolicy, SponsorshipRules
-from entryway.service.auth import CurrentCaller
+from entryway.service.auth import AdminCaller
 from entryway.service.problems import Problem
+from entryway.service.schemas import Flag, Name
 from entryway.storage.policies import PolicyStore
 
 _RULES_DOC = (
@@ -31,15 +32,15 @@ class _Body(_Wire):
 
 
 class PolicyCreate(_Body):
-    name: str = Field(min_length=1, max_length=200)
+    name: Name
     rules: dict[str, Any] = Field(default_factory=dict, description=_RULES_DOC)
-    active: bool = True
+    active: Flag = True
 
 
 class PolicyPatch(_Body):
-    name: str | None = Field(default=None, min_length=1, max_length=200)
+    name: Name | None = None
     rules: dict[str, Any] | None = Field(default=None, description=_RULES_DOC)
-    active: bool | None = None
+    active: Flag | None = None
 
 
 class PolicyOut(_Wire):
@@ -87,7 +88,7 @@ def policy_routes() -> APIRouter:
     router = APIRouter(prefix="/v1/policies", tags=["paymaster"])
 
     @router.post("", status_code=201, operation_id="createPolicy")
-    async def create_policy(who: CurrentCaller, request: Request, body: PolicyCreate) -> PolicyOut:
+    async def create_policy(who: AdminCaller, request: Request, body: PolicyCreate) -> PolicyOut:
         """A sponsorship policy for this project. ERC-7677 requests name it in
         `context.policyId`; without one, the project's only active policy applies."""
         policy = await _store(request).create(
@@ -96,13 +97,13 @@ def policy_routes() -> APIRouter:
         return policy_out(policy)
 
     @router.get("", operation_id="listPolicies")
-    async def list_policies(who: CurrentCaller, request: Request) -> PolicyList:
+    async def list_policies(who: AdminCaller, request: Request) -> PolicyList:
         """Every policy of this project, oldest first."""
         policies = await _store(request).project_policies(who.project_id)
         return PolicyList(policies=[policy_out(p) for p in policies])
 
     @router.get("/{policy_id}", operation_id="getPolicy")
-    async def get_policy(who: CurrentCaller, request: Request, policy_id: str) -> PolicyOut:
+    async def get_policy(who: AdminCaller, request: Request, policy_id: str) -> PolicyOut:
         policy = await _store(request).get(who.project_id, policy_id)
         if policy is None:
             raise _not_found(policy_id)
@@ -110,7 +111,7 @@ def policy_routes() -> APIRouter:
 
     @router.patch("/{policy_id}", operation_id="updatePolicy")
     async def update_policy(
-        who: CurrentCaller, request: Request, policy_id: str, body: PolicyPatch
+        who: AdminCaller, request: Request, policy_id: str, body: PolicyPatch
     ) -> PolicyOut:
         """Rename, replace the rules (the whole document), activate or deactivate."""
         policy = await _store(request).update(
@@ -126,7 +127,7 @@ def policy_routes() -> APIRouter:
         return policy_out(policy)
 
     @router.delete("/{policy_id}", status_code=204, operation_id="deletePolicy")
-    async def delete_policy(who: CurrentCaller, request: Request, policy_id: str) -> Response:
+    async def delete_policy(who: AdminCaller, request: Request, policy_id: str) -> Response:
         """Delete the policy; what it paid for stays in the usage history."""
         if not await _store(request).delete(who.project_id, policy_id):
             raise _not_found(policy_id)

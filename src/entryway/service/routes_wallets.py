@@ -14,17 +14,16 @@ from entryway.domain.evm import checksum, hex_to_bytes, to_hex
 from entryway.service.auth import CurrentCaller
 from entryway.service.chain_access import ChainGate
 from entryway.service.problems import Problem
-from entryway.service.schemas import Body, Wire
+from entryway.service.schemas import Body, ChainId, Wire
+from entryway.service.wallet_wiring import recovery_flow
 from entryway.storage.store import Caller
 from entryway.wallets.chain import counterfactual_address
 from entryway.wallets.recoveries import RecoveryFlow
 from entryway.wallets.recovery import Recovery, RecoveryState, StepState, typed_data
 from entryway.wallets.refusals import RecoveryError
-from entryway.wallets.wiring import recovery_flow
 
 ADDRESS = r"^0x[0-9a-fA-F]{40}$"
 ChainIdQuery = Annotated[int, Query(alias="chainId", ge=1, le=2**53)]
-ChainId = Annotated[int, Field(ge=1, le=2**53)]
 Address = Annotated[str, Field(pattern=ADDRESS)]
 
 

@@ -1,6 +1,7 @@
 """Webhook endpoints of the caller's project: create (the secret is shown once), list, read,
 change, delete, rotate the secret, read the delivery log, replay a delivery, send a test event.
-Another project's endpoint or delivery is 404."""
+Another project's endpoint or delivery is 404. A URL the service may not send to (a private
+address, credentials in it: entryway.domain.destinations) is 422 `webhook_url_not_allowed`."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ from datetime import datetime, timedelta
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue
 from pydantic.alias_generators import to_camel
 
+from entryway.domain.bounds import unprintable
 from entryway.domain.webhooks import (
     SUBSCRIBABLE_EVENTS,
     AttemptOutcome,
@@ -19,12 +21,16 @@ from entryway.domain.webhooks import (
     DeliveryState,
     DisabledReason,
     EndpointDisabledError,
+    EndpointNotAllowedError,
     EventType,
     InvalidEndpointError,
+    RevealedEndpoint,
     WebhookEndpoint,
 )
-from entryway.service.auth import CurrentCaller
+from entryway.service.auth import AdminCaller
+from entryway.service.key_grants import no_store
 from entryway.service.problems import Problem
+from entryway.service.schemas import Flag
 from entryway.service.services import Services
 from entryway.storage.webhook_log import DeliveryLog
 from entryway.storage.webhooks import EmittedEvent, WebhookStore
@@ -32,6 +38,19 @@ from entryway.storage.webhooks import EmittedEvent, WebhookStore
 MAX_OVERLAP_SECONDS = 7 * 24 * 3600
 _EVENT_NAMES: list[JsonValue] = [e.value for e in sorted(SUBSCRIBABLE_EVENTS)]
 _EVENT_ITEMS: dict[str, JsonValue] = {"items": {"type": "string", "enum": _EVENT_NAMES}}
+
+
+def _printable(text: str) -> str:
+    bad = unprintable(text, multiline=True)
+    if bad is not None:
+        raise ValueError(f"holds a control or invisible character ({bad})")
+    return text
+
+
+# A `Description` (lines and tabs, no other control or invisible character), shorter: the
+# dashboard shows it in the endpoint list.
+EndpointDescription = Annotated[str, Field(max_length=200), AfterValidator(_printable)]
+OverlapSeconds = Annotated[int, Field(strict=True, ge=0, le=MAX_OVERLAP_SECONDS)]
 
 
 class _Model(BaseModel):
@@ -43,16 +62,19 @@ class _Body(_Model):
 
 
 class EndpointCreate(_Body):
-    url: str = Field(description="absolute http(s) URL receiving POSTed events")
+    url: str = Field(
+        description="absolute http(s) URL receiving POSTed events: a public address, no "
+        "credentials in it (unless the operator allows private destinations)"
+    )
     event_types: list[str] = Field(json_schema_extra=_EVENT_ITEMS)
-    description: str = Field(default="", max_length=200)
+    description: EndpointDescription = ""
 
 
 class EndpointUpdate(_Body):
     url: str | None = None
     event_types: list[str] | None = Field(default=None, json_schema_extra=_EVENT_ITEMS)
-    description: str | None = Field(default=None, max_length=200)
-    enabled: bool | None = Field(default=None, description="true re-enables a disabled endpoint")
+    description: EndpointDescription | None = None
+    enabled: Flag | None = Field(default=None, description="true re-enables a disabled endpoint")
 
 
 class EndpointOut(_Model):
@@ -91,8 +113,8 @@ class EndpointWithSecret(EndpointOut):
     secret: str = Field(description="whsec_…: shown now only; verify signatures with it")
 
     @classmethod
-    def revealing(cls, e: WebhookEndpoint) -> EndpointWithSecret:
-        return cls(**EndpointOut.of(e).model_dump(), secret=e.secret)
+    def revealing(cls, revealed: RevealedEndpoint) -> EndpointWithSecret:
+        return cls(**EndpointOut.of(revealed.endpoint).model_dump(), secret=revealed.secret)
 
 
 class EndpointList(_Model):
@@ -100,11 +122,10 @@ class EndpointList(_Model):
 
 
 class SecretRotation(_Body):
-    overlap_seconds: int = Field(
+    overlap_seconds: OverlapSeconds = Field(
         default=24 * 3600,
-        ge=0,
-        le=MAX_OVERLAP_SECONDS,
-        description="how long the old secret keeps signing beside the new one",
+        description="how long the old secret keeps signing beside the new one: 0 to 604800 "
+        "seconds (7 days), a JSON integer",
     )
 
 
@@ -171,6 +192,8 @@ def _not_found(endpoint_id: str) -> Problem:
 
 
 def _invalid(exc: InvalidEndpointError) -> Problem:
+    if isinstance(exc, EndpointNotAllowedError):
+        return Problem(422, "webhook_url_not_allowed", "Webhook URL not allowed", str(exc))
     return Problem(422, "validation_error", "Invalid webhook endpoint", str(exc))
 
 
@@ -180,7 +203,11 @@ def _disabled(exc: EndpointDisabledError) -> Problem:
 
 def _webhooks(request: Request) -> WebhookStore:
     services: Services = request.app.state.services
-    return WebhookStore(services.store.engine)
+    return WebhookStore(
+        services.store.engine,
+        destinations=services.webhook_destinations,
+        secrets=services.webhook_secrets,
+    )
 
 
 def _only(emitted: EmittedEvent) -> QueuedDeliveryOut:
@@ -194,30 +221,32 @@ def webhook_routes() -> APIRouter:
     router = APIRouter(prefix="/v1/webhooks", tags=["webhooks"])
 
     @router.get("/event-types", operation_id="listWebhookEventTypes")
-    async def event_types(who: CurrentCaller) -> EventTypeList:
+    async def event_types(who: AdminCaller) -> EventTypeList:
         """The events an endpoint can subscribe to."""
         return EventTypeList(event_types=sorted(SUBSCRIBABLE_EVENTS))
 
     @router.post("/endpoints", status_code=201, operation_id="createWebhookEndpoint")
     async def create(
-        request: Request, who: CurrentCaller, body: EndpointCreate
+        request: Request, response: Response, who: AdminCaller, body: EndpointCreate
     ) -> EndpointWithSecret:
-        """A new endpoint. The response carries its signing secret, never shown again."""
+        """A new endpoint. The response carries its signing secret, never shown again (and
+        is never cached)."""
         try:
-            endpoint = await _webhooks(request).create_endpoint(
+            created = await _webhooks(request).create_endpoint(
                 who.project_id, body.url, body.event_types, body.description
             )
         except InvalidEndpointError as exc:
             raise _invalid(exc) from None
-        return EndpointWithSecret.revealing(endpoint)
+        no_store(response)
+        return EndpointWithSecret.revealing(created)
 
     @router.get("/endpoints", operation_id="listWebhookEndpoints")
-    async def list_endpoints(request: Request, who: CurrentCaller) -> EndpointList:
+    async def list_endpoints(request: Request, who: AdminCaller) -> EndpointList:
         endpoints = await _webhooks(request).endpoints(who.project_id)
         return EndpointList(endpoints=[EndpointOut.of(e) for e in endpoints])
 
     @router.get("/endpoints/{endpoint_id}", operation_id="getWebhookEndpoint")
-    async def get_endpoint(request: Request, who: CurrentCaller, endpoint_id: str) -> EndpointOut:
+    async def get_endpoint(request: Request, who: AdminCaller, endpoint_id: str) -> EndpointOut:
         endpoint = await _webhooks(request).endpoint(who.project_id, endpoint_id)
         if endpoint is None:
             raise _not_found(endpoint_id)
@@ -225,7 +254,7 @@ def webhook_routes() -> APIRouter:
 
     @router.patch("/endpoints/{endpoint_id}", operation_id="updateWebhookEndpoint")
     async def update_endpoint(
-        request: Request, who: CurrentCaller, endpoint_id: str, body: EndpointUpdate
+        request: Request, who: AdminCaller, endpoint_id: str, body: EndpointUpdate
     ) -> EndpointOut:
         """Change the URL, event types, description, or enable/disable it."""
         try:
@@ -246,26 +275,32 @@ def webhook_routes() -> APIRouter:
     @router.delete(
         "/endpoints/{endpoint_id}", status_code=204, operation_id="deleteWebhookEndpoint"
     )
-    async def delete_endpoint(request: Request, who: CurrentCaller, endpoint_id: str) -> Response:
+    async def delete_endpoint(request: Request, who: AdminCaller, endpoint_id: str) -> Response:
         if not await _webhooks(request).delete_endpoint(who.project_id, endpoint_id):
             raise _not_found(endpoint_id)
         return Response(status_code=204)
 
     @router.post("/endpoints/{endpoint_id}/rotate-secret", operation_id="rotateWebhookSecret")
     async def rotate_secret(
-        request: Request, who: CurrentCaller, endpoint_id: str, body: SecretRotation | None = None
+        request: Request,
+        response: Response,
+        who: AdminCaller,
+        endpoint_id: str,
+        body: SecretRotation | None = None,
     ) -> EndpointWithSecret:
-        """A new secret, shown once; the old one keeps signing for `overlapSeconds`."""
+        """A new secret, shown once (and never cached); the old one keeps signing for
+        `overlapSeconds`."""
         overlap = timedelta(seconds=(body or SecretRotation()).overlap_seconds)
-        endpoint = await _webhooks(request).rotate_secret(who.project_id, endpoint_id, overlap)
-        if endpoint is None:
+        rotated = await _webhooks(request).rotate_secret(who.project_id, endpoint_id, overlap)
+        if rotated is None:
             raise _not_found(endpoint_id)
-        return EndpointWithSecret.revealing(endpoint)
+        no_store(response)
+        return EndpointWithSecret.revealing(rotated)
 
     @router.get("/endpoints/{endpoint_id}/deliveries", operation_id="listWebhookDeliveries")
     async def deliveries(
         request: Request,
-        who: CurrentCaller,
+        who: AdminCaller,
         endpoint_id: str,
         limit: Annotated[int, Query(ge=1, le=200)] = 50,
     ) -> DeliveryLogOut:
@@ -284,7 +319,7 @@ def webhook_routes() -> APIRouter:
     @router.post(
         "/deliveries/{delivery_id}/replay", status_code=202, operation_id="replayWebhookDelivery"
     )
-    async def replay(request: Request, who: CurrentCaller, delivery_id: str) -> QueuedDeliveryOut:
+    async def replay(request: Request, who: AdminCaller, delivery_id: str) -> QueuedDeliveryOut:
         """Send a finished delivery again (same webhook-id), on a new delivery task."""
         try:
             queued = await _webhooks(request).replay(who.project_id, delivery_id)
@@ -306,9 +341,7 @@ def webhook_routes() -> APIRouter:
     @router.post(
         "/endpoints/{endpoint_id}/test", status_code=202, operation_id="sendWebhookTestEvent"
     )
-    async def send_test(
-        request: Request, who: CurrentCaller, endpoint_id: str
-    ) -> QueuedDeliveryOut:
+    async def send_test(request: Request, who: AdminCaller, endpoint_id: str) -> QueuedDeliveryOut:
         """Queue a `webhook.test` event to this endpoint (charged as any delivery)."""
         try:
             emitted = await _webhooks(request).send_test(who.project_id, endpoint_id)

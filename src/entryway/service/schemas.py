@@ -1,17 +1,77 @@
 """Request and response bodies of the REST API (pydantic), so the OpenAPI document is
-complete. camelCase on the wire; integers for credits and micro-euros; hex strings for wei."""
+complete. camelCase on the wire; integers for credits and micro-euros; hex strings for wei.
+
+Fields from outside use the bounded types below (reusable by every router): integers are
+strict JSON numbers (no `true`, no `80002.0`, no `"80002"`) within their range, dates lie
+between the years 2000 and 9999 (UTC when they carry no offset), and text is printable and
+bounded in length. docs/api.md lists the bounds."""
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from entryway.domain.apikeys import KeyEnvironment
+from entryway.domain.apikeys import KeyEnvironment, KeyRole
+from entryway.domain.bounds import MAX_CHAIN_ID, MAX_CREDITS, BoundError, unprintable, utc_moment
 from entryway.domain.plans import PlanName
 from entryway.wallets.account_info import AccountInfo
+
+
+def _single_line(text: str) -> str:
+    bad = unprintable(text)
+    if bad is not None:
+        raise ValueError(f"holds a control or invisible character ({bad})")
+    return text
+
+
+def _multi_line(text: str) -> str:
+    bad = unprintable(text, multiline=True)
+    if bad is not None:
+        raise ValueError(f"holds a control or invisible character ({bad})")
+    return text
+
+
+def _not_blank(text: str) -> str:
+    if not text.strip():
+        raise ValueError("must not be blank")
+    return text
+
+
+def _moment(value: datetime) -> datetime:
+    try:
+        return utc_moment(value, "the date")
+    except BoundError as exc:
+        raise ValueError(str(exc)) from None
+
+
+# Text: a name (a project's, a policy's) or a label is one line; a description may span
+# lines (line feeds and tabs); none holds other control or invisible characters.
+Name = Annotated[
+    str,
+    Field(min_length=1, max_length=200),
+    AfterValidator(_single_line),
+    AfterValidator(_not_blank),
+]
+Label = Annotated[str, Field(max_length=200), AfterValidator(_single_line)]
+Description = Annotated[str, Field(max_length=2000), AfterValidator(_multi_line)]
+MetadataKey = Annotated[str, Field(min_length=1, max_length=100), AfterValidator(_single_line)]
+Email = Annotated[
+    str,
+    Field(min_length=3, max_length=320, pattern=r"^[^@\s]+@[^@\s]+$"),
+    AfterValidator(_single_line),
+]
+# Numbers: strict (a JSON number, not a bool, a float or a string) and bounded.
+ChainId = Annotated[int, Field(strict=True, ge=1, le=MAX_CHAIN_ID)]
+ChainIds = Annotated[list[ChainId], Field(min_length=1, max_length=64)]
+CreditAmount = Annotated[int, Field(strict=True, ge=1, le=MAX_CREDITS)]
+CreditThreshold = Annotated[int, Field(strict=True, ge=0, le=MAX_CREDITS)]
+Count = Annotated[int, Field(strict=True, ge=0, le=MAX_CREDITS)]
+Flag = Annotated[bool, Field(strict=True)]
+# Dates: an offset, or UTC without one; 2000-01-01 <= moment < 9999-01-01.
+Moment = Annotated[datetime, AfterValidator(_moment)]
 
 
 class Wire(BaseModel):
@@ -103,23 +163,25 @@ class ProjectOut(Wire):
 
 
 class ProjectPatch(Body):
-    name: str | None = Field(default=None, min_length=1, max_length=200)
-    chains: list[int] | None = Field(default=None, max_length=64)
-    aa_module_enabled: bool | None = None
-    low_balance_credits: int | None = Field(default=None, ge=0, le=2**62)
+    name: Name | None = None
+    chains: Annotated[list[ChainId], Field(max_length=64)] | None = None
+    aa_module_enabled: Flag | None = None
+    low_balance_credits: CreditThreshold | None = None
 
 
 class KeyOut(Wire):
     key_id: str
     environment: KeyEnvironment
     chains: list[int]
+    role: KeyRole
     created_at: datetime
     revoked_at: datetime | None
 
 
 class KeyCreate(Body):
     environment: KeyEnvironment = KeyEnvironment.TEST
-    chains: list[int] = Field(min_length=1, max_length=64)
+    chains: ChainIds
+    role: KeyRole = KeyRole.SERVICE  # admin keys administer the project; apps get service
 
 
 class KeyCreated(KeyOut):
@@ -127,7 +189,8 @@ class KeyCreated(KeyOut):
 
 
 class KeyPatch(Body):
-    chains: list[int] = Field(min_length=1, max_length=64)
+    chains: ChainIds | None = None
+    role: KeyRole | None = None
 
 
 class PlanOut(Wire):
@@ -204,21 +267,31 @@ class AlertOut(Wire):
 
 
 class AdminProjectCreate(Body):
-    email: str = Field(min_length=3, max_length=320)
-    name: str = Field(min_length=1, max_length=200)
+    email: Email
+    name: Name
     plan: PlanName = PlanName.FREE
-    chains: list[int] = Field(min_length=1, max_length=64)
+    chains: ChainIds
     environment: KeyEnvironment = KeyEnvironment.TEST
+
+
+class AdminKeyCreate(Body):
+    """A key the operator issues to an existing project (e.g. one that lost its admin keys)."""
+
+    environment: KeyEnvironment = KeyEnvironment.TEST
+    chains: ChainIds
+    role: KeyRole = KeyRole.SERVICE
 
 
 class AdminProjectCreated(Wire):
     project_id: str
-    api_key: str
+    api_key: str  # the project's first key: an admin key
+    key_id: str
+    role: KeyRole
 
 
 class Purchase(Body):
     purchase_id: str = Field(min_length=1, max_length=50, pattern=r"^[A-Za-z0-9_.:-]+$")
-    credits: int = Field(gt=0, le=10**12)
+    credits: Annotated[CreditAmount, Field(le=10**12)]  # a million euros in one purchase
 
 
 class PurchaseOut(Wire):
@@ -228,6 +301,7 @@ class PurchaseOut(Wire):
 
 class CycleCloseOut(Wire):
     invoices: list[InvoiceOut]
+    failed_projects: list[str] = []  # could not be closed (logged); the next sweep retries
 
 
 def dump(model: BaseModel) -> dict[str, Any]:

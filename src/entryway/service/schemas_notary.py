@@ -15,7 +15,7 @@ from entryway.domain.notarization import (
 )
 from entryway.domain.proof import InclusionProof
 from entryway.notary.verify import block_time_text
-from entryway.service.schemas import Body, Wire
+from entryway.service.schemas import Body, ChainId, Label, MetadataKey, Wire
 
 HashHex = Annotated[
     str,
@@ -25,14 +25,12 @@ HashHex = Annotated[
         examples=["0x2e7d2c03a9507ae265ecf5b5356885a53393a2029d241394997265a1a25aefc6"],
     ),
 ]
-Label = Annotated[str, Field(max_length=200)]
-ChainId = Annotated[int, Field(ge=1, le=2**53)]
 
 
 class HashItemIn(Body):
     document_hash: HashHex
     label: Label | None = None
-    metadata: dict[str, Any] | None = None
+    metadata: dict[MetadataKey, Any] | None = None
 
 
 class NotarizeHashIn(HashItemIn):

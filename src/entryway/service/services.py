@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from entryway.bundler.rpc_methods import BundlerRpc
 from entryway.chain.rpc import EthClient
 from entryway.deploy.deployer import Deployment
+from entryway.domain.destinations import PUBLIC_ONLY, DestinationPolicy
 from entryway.domain.pricebook import PriceBook, default_price_book
 from entryway.notary.service import Notary
 from entryway.paymaster.deposit import DepositStatus
@@ -17,6 +18,7 @@ from entryway.paymaster.settlement import SponsorshipSettler
 from entryway.service.metering import Meter
 from entryway.service.ratelimit import RateLimiter
 from entryway.storage.billing import Billing
+from entryway.storage.secret_box import SecretBox
 from entryway.storage.store import Store
 from entryway.storage.usage import UsageQueries
 
@@ -49,6 +51,8 @@ class Services:
     settler: SponsorshipSettler | None = None  # settles the holds of sponsored ops
     deposits: dict[int, DepositStatus] = field(default_factory=dict)  # latest, by chain
     notary: Notary | None = None  # notarization intake; anchoring runs in the worker
+    webhook_destinations: DestinationPolicy = PUBLIC_ONLY  # where endpoint URLs may point
+    webhook_secrets: SecretBox | None = None  # seals signing secrets; None: none can be made
     _platform: Platform | None = None
 
     @property
@@ -70,6 +74,7 @@ class Services:
         metering: bool = True,
     ) -> Platform:
         billing = billing or Billing(store.engine)
+        store.ledger.config = billing.config  # holds and cycle closes see the same ceilings
         meter = Meter(store, billing, self.prices, enabled=metering)
         self._platform = Platform(store, billing, meter, limiter, UsageQueries(store.engine))
         return self._platform

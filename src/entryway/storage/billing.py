@@ -1,11 +1,15 @@
 """Cycle closes, invoices and alerts in the database. A close is one unit of work: the invoice,
 the plan change, the overage counter reset and the next month's grant commit together, and
-the invoice's (project, cycle start) key makes closing the same cycle twice impossible."""
+the invoice's (project, cycle start) key makes closing the same cycle twice impossible.
+
+The periodic sweep (`close_all_due`) closes each project on its own: a project whose close
+fails is logged and left for the next sweep, and the others' cycles close on time."""
 
 from __future__ import annotations
 
+import logging
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from sqlalchemy import insert, select, update
@@ -28,6 +32,14 @@ class StoredInvoice:
 
 
 @dataclass(frozen=True, slots=True)
+class CycleSweep:
+    """What one sweep closed, and the projects it could not (retried by the next sweep)."""
+
+    closed: list[StoredInvoice] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
 class Alert:
     alert_id: str
     kind: str
@@ -36,23 +48,51 @@ class Alert:
     created_at: datetime
 
 
+log = logging.getLogger(__name__)
+# A close that keeps hitting a unique key is not a race with another process (that one
+# resolves on the next look) but a row in the way: give up on the project, not loop on it.
+CLOSE_RACE_RETRIES = 3
+
+
 class Billing:
     def __init__(self, engine: AsyncEngine, config: BillingConfig | None = None) -> None:
         self.engine = engine
         self.config = config or BillingConfig()
+        self._failing: set[str] = set()  # projects the sweep could not close
 
     async def close_due_cycles(self, project_id: str, at: datetime) -> list[StoredInvoice]:
         """Close every cycle of the project that ended by `at` (none when it is mid-cycle)."""
         closed: list[StoredInvoice] = []
+        races = 0
         while True:
             try:
                 async with self.engine.begin() as db:
                     done = await self._close_one(db, project_id, at)
             except IntegrityError:
-                continue  # another process closed this cycle first: look again
+                races += 1  # another process closed this cycle first: look again
+                if races > CLOSE_RACE_RETRIES:
+                    raise
+                continue
             if done is None:
                 return closed
             closed.append(done)
+            races = 0
+
+    async def close_all_due(self, at: datetime) -> CycleSweep:
+        """Close the due cycles of every project, each project on its own: one that fails is
+        logged with its id (once while it keeps failing) and the sweep goes on."""
+        sweep = CycleSweep()
+        for project_id in await self.due_projects(at):
+            try:
+                sweep.closed.extend(await self.close_due_cycles(project_id, at))
+            except Exception:
+                if project_id not in self._failing:
+                    log.exception("cannot close the billing cycle of project %s", project_id)
+                self._failing.add(project_id)
+                sweep.failed.append(project_id)
+            else:
+                self._failing.discard(project_id)
+        return sweep
 
     async def _close_one(
         self, db: AsyncConnection, project_id: str, at: datetime
@@ -100,10 +140,20 @@ class Billing:
         return StoredInvoice(invoice_id, inv, at)
 
     async def due_projects(self, at: datetime) -> list[str]:
-        """Projects whose cycle has ended (for the periodic closer)."""
+        """Projects whose cycle has ended (for the periodic closer). A row that does not read
+        as a project is logged and left out, not allowed to hide the others."""
         async with self.engine.connect() as db:
             rows = (await db.execute(select(projects))).all()
-        return [r.project_id for r in rows if project_from_row(r).subscription.due(at)]
+        due: list[str] = []
+        for r in rows:
+            try:
+                if project_from_row(r).subscription.due(at):
+                    due.append(r.project_id)
+            except (ValueError, TypeError, OverflowError):
+                if r.project_id not in self._failing:
+                    log.exception("project %s cannot be read for its billing cycle", r.project_id)
+                self._failing.add(r.project_id)
+        return due
 
     async def invoices(self, project_id: str) -> list[StoredInvoice]:
         async with self.engine.connect() as db:

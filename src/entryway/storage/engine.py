@@ -11,6 +11,8 @@ from alembic.config import Config
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from entryway.storage.private_files import prepare_sqlite_file, sqlite_path
+
 
 def sqlite_url(data_dir: Path) -> str:
     return f"sqlite+aiosqlite:///{data_dir / 'entryway.sqlite3'}"
@@ -24,6 +26,9 @@ def make_engine(url: str) -> AsyncEngine:
         # reads and then writes fails at once (SQLITE_BUSY, no waiting) when another
         # connection of the same process committed in between. One connection serialises a
         # process's units of work instead; busy_timeout covers other processes.
+        path = sqlite_path(url)
+        if path is not None:
+            prepare_sqlite_file(path)  # 0600 before SQLite makes it (and its WAL) 0644
         engine = create_async_engine(url, pool_size=1, max_overflow=0, pool_timeout=60)
         event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
         return engine

@@ -4,99 +4,64 @@ the lot postings it causes and the project's overage counter commit together or 
 Holds: a sponsored operation is charged its estimate when sponsored (status `held`), then
 settled on the actual cost from its receipt (the difference drawn or given back), or released
 in full when it never lands. Credits given back return to the lots they came from, newest
-draw first, and overage is given back before any lot.
+draw first, and overage is given back before any lot. A hold the project cannot cover — more
+than its lots hold plus what its plan's overage ceiling leaves of the cycle — is refused
+(`CreditCeilingError`), as is any amount beyond what the database stores.
+
+The postings live in `ledger_postings`, the reads in `ledger_queries`, the records in
+`ledger_records` (re-exported here).
 """
 
 from __future__ import annotations
 
-import json
-import uuid
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, replace
-from datetime import UTC, datetime
-from enum import StrEnum
-from typing import Any, TypeVar
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
 
-from sqlalchemy import and_, insert, select, update
+from sqlalchemy import insert, select, update
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from entryway.domain.credits import CreditAccount, CreditError, CreditLot, Draw, LotKind
+from entryway.domain.billing import BillingConfig
+from entryway.domain.credits import CreditLot, LotKind, check_amount
 from entryway.domain.pricebook import Quote
-from entryway.storage.schema import credit_lots, projects, usage_draws, usage_events
+from entryway.paymaster.ports import AcceptedOp
+from entryway.storage import ledger_postings as postings
+from entryway.storage.intake import write_intake
+from entryway.storage.ledger_queries import LedgerQueries
+from entryway.storage.ledger_records import (
+    Charge,
+    IdempotencyKeyReusedError,
+    LedgerError,
+    UsageContext,
+    UsageRecord,
+    UsageStatus,
+    lot_row,
+    purchase_lot_id,
+    quote_breakdown,
+    utc,
+)
+from entryway.storage.schema import credit_lots, usage_events
+from entryway.storage.tasks import TaskQueue
 
-T = TypeVar("T")
-_SQLITE_RETRIES = 20
-
-
-class UsageStatus(StrEnum):
-    HELD = "held"
-    SETTLED = "settled"
-    RELEASED = "released"
-
-
-class LedgerError(CreditError):
-    pass
-
-
-@dataclass(frozen=True, slots=True)
-class UsageContext:
-    """Where a charge came from, for the breakdowns and the sponsorship counters."""
-
-    key_id: str | None = None
-    endpoint: str | None = None
-    chain_id: int | None = None
-    subject: str | None = None  # a sender or wallet address
-    policy_id: str | None = None
-    reference: str | None = None  # what a client may ask the credits of (a userOpHash)
-
-
-@dataclass(frozen=True, slots=True)
-class Charge:
-    """One charge to make: `record_usage`'s arguments, for `record_many`."""
-
-    project_id: str
-    idempotency_key: str
-    operation: str
-    credits: int
-    at: datetime
-    context: UsageContext | None = None
-    quote: Quote | None = None
-    status: UsageStatus = UsageStatus.SETTLED
+__all__ = [
+    "Charge",
+    "IdempotencyKeyReusedError",
+    "Ledger",
+    "LedgerError",
+    "UsageContext",
+    "UsageRecord",
+    "UsageStatus",
+    "lot_row",
+    "purchase_lot_id",
+    "utc",
+]
 
 
-@dataclass(frozen=True, slots=True)
-class UsageRecord:
-    event_id: str
-    credits: int
-    overage: int
-    duplicate: bool  # the idempotency key was seen before: nothing was charged again
-    status: UsageStatus = UsageStatus.SETTLED
-
-
-def utc(moment: datetime) -> datetime:
-    """SQLite hands datetimes back naive; they were stored as UTC."""
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-
-
-def lot_row(lot: CreditLot) -> dict[str, Any]:
-    return {
-        "lot_id": lot.lot_id,
-        "kind": lot.kind.value,
-        "amount": lot.amount,
-        "remaining": lot.remaining,
-        "granted_at": lot.granted_at,
-        "expires_at": lot.expires_at,
-    }
-
-
-def _breakdown(quote: Quote | None) -> str | None:
-    return None if quote is None else json.dumps(dict(quote.breakdown))
-
-
-class Ledger:
-    def __init__(self, engine: AsyncEngine) -> None:
-        self.engine = engine
+class Ledger(LedgerQueries):
+    def __init__(self, engine: AsyncEngine, config: BillingConfig | None = None) -> None:
+        super().__init__(engine)
+        self.config = config or BillingConfig()  # the plans' overage ceilings
 
     # ------------------------------------------------------------------ lots
 
@@ -110,66 +75,27 @@ class Ledger:
         return True
 
     async def purchase(self, project_id: str, purchase_id: str, credits: int, at: datetime) -> bool:
-        """A bought lot, valid 12 months; `purchase_id` (the payment's reference) dedupes."""
-        lot = CreditLot.new(f"purchase-{purchase_id}", LotKind.PURCHASE, credits, at)
-        return await self.add_lot(project_id, lot)
-
-    async def account(self, project_id: str) -> CreditAccount:
+        """A bought lot, valid 12 months; `purchase_id` (the payment's reference) dedupes:
+        the same purchase again adds nothing (False); the same id for another project or
+        amount is refused (IdempotencyKeyReusedError), never taken for the first one."""
+        lot = CreditLot.new(purchase_lot_id(purchase_id), LotKind.PURCHASE, credits, at)
+        if await self.add_lot(project_id, lot):
+            return True
         async with self.engine.connect() as db:
-            return await self._account(db, project_id)
-
-    async def _account(self, db: AsyncConnection, project_id: str) -> CreditAccount:
-        rows = (
-            await db.execute(select(credit_lots).where(credit_lots.c.project_id == project_id))
-        ).all()
-        account = CreditAccount()
-        for r in rows:
-            kind = LotKind(r.kind)
-            granted, expires = utc(r.granted_at), utc(r.expires_at)
-            account = account.add(
-                CreditLot(r.lot_id, kind, r.amount, r.remaining, granted, expires)
-            )
-        return account
-
-    async def _live_account(
-        self, db: AsyncConnection, project_id: str, at: datetime, until: datetime | None = None
-    ) -> CreditAccount:
-        """Only the lots a charge at `at` (or any time up to `until`) can draw from, oldest
-        first (FIFO); `consume` picks among them by each charge's own time."""
-        rows = (
-            await db.execute(
-                select(credit_lots)
-                .where(
-                    credit_lots.c.project_id == project_id,
-                    credit_lots.c.remaining > 0,
-                    credit_lots.c.granted_at <= (until or at),
-                    credit_lots.c.expires_at > at,
+            first = (
+                await db.execute(
+                    select(
+                        credit_lots.c.project_id, credit_lots.c.kind, credit_lots.c.amount
+                    ).where(credit_lots.c.lot_id == lot.lot_id)
                 )
-                .order_by(credit_lots.c.granted_at, credit_lots.c.lot_id)
+            ).one_or_none()
+        if first is None:
+            raise LedgerError(f"purchase {purchase_id} could not be recorded")
+        if (first.project_id, first.kind, int(first.amount)) != (project_id, lot.kind, credits):
+            raise IdempotencyKeyReusedError(
+                f"purchase id {purchase_id} was recorded before for another purchase"
             )
-        ).all()
-        lots = tuple(
-            CreditLot(
-                r.lot_id,
-                LotKind(r.kind),
-                r.amount,
-                r.remaining,
-                utc(r.granted_at),
-                utc(r.expires_at),
-            )
-            for r in rows
-        )
-        return CreditAccount(lots=lots)
-
-    async def _lock_project(self, db: AsyncConnection, project_id: str) -> int:
-        """Serialise a project's ledger work (PostgreSQL row lock; SQLite locks the file)."""
-        query = select(projects.c.cycle_overage).where(projects.c.project_id == project_id)
-        if db.dialect.name == "postgresql":
-            query = query.with_for_update()
-        overage = (await db.execute(query)).scalar_one_or_none()
-        if overage is None:
-            raise LedgerError(f"unknown project {project_id}")
-        return int(overage)
+        return False
 
     # ------------------------------------------------------------ charging
 
@@ -205,7 +131,7 @@ class Ledger:
             done: dict[int, UsageRecord] = {}
             for project_id in sorted(by_project):
                 batch = [(i, charges[i]) for i in by_project[project_id]]
-                done.update(await self._charge_project(db, project_id, batch))
+                done.update(await postings.charge_project(db, self.config, project_id, batch))
             return [done[i] for i in range(len(charges))]
 
         try:
@@ -214,83 +140,14 @@ class Ledger:
         except (IntegrityError, OperationalError):
             return [await self._one(c) for c in charges]
 
-    async def _charge_project(
-        self, db: AsyncConnection, project_id: str, batch: list[tuple[int, Charge]]
-    ) -> dict[int, UsageRecord]:
-        keys = {c.idempotency_key for _, c in batch}
-        known = {
-            r.idempotency_key: UsageRecord(
-                r.event_id, r.credits, r.overage, True, UsageStatus(r.status)
-            )
-            for r in (
-                await db.execute(
-                    select(usage_events).where(
-                        usage_events.c.project_id == project_id,
-                        usage_events.c.idempotency_key.in_(keys),
-                    )
-                )
-            ).all()
-        }
-        fresh = [c.at for _, c in batch if c.idempotency_key not in known]
-        done: dict[int, UsageRecord] = {}
-        account = CreditAccount()
-        if fresh:
-            await self._lock_project(db, project_id)
-            account = await self._live_account(db, project_id, min(fresh), max(fresh))
-        events: list[dict[str, Any]] = []
-        draws: list[dict[str, Any]] = []
-        lot_deltas: dict[str, int] = {}
-        overage_total = 0
-        for i, c in batch:
-            if c.idempotency_key in known:  # charged before, or earlier in this batch
-                done[i] = replace(known[c.idempotency_key], duplicate=True)
-                continue
-            account, used = account.consume(c.credits, c.at)
-            event_id = str(uuid.uuid4())
-            ctx = c.context or UsageContext()
-            events.append(
-                {
-                    "event_id": event_id, "project_id": project_id,
-                    "idempotency_key": c.idempotency_key, "operation": c.operation,
-                    "credits": c.credits, "overage": used.overage, "created_at": c.at,
-                    "key_id": ctx.key_id, "endpoint": ctx.endpoint, "chain_id": ctx.chain_id,
-                    "subject": ctx.subject, "policy_id": ctx.policy_id,
-                    "reference": ctx.reference, "status": c.status.value,
-                    "breakdown": _breakdown(c.quote),
-                    "settled_at": c.at if c.status is UsageStatus.SETTLED else None,
-                }
-            )  # fmt: skip
-            for draw in used.draws:
-                draws.append({"event_id": event_id, "lot_id": draw.lot_id, "credits": draw.credits})
-                lot_deltas[draw.lot_id] = lot_deltas.get(draw.lot_id, 0) + draw.credits
-            overage_total += used.overage
-            done[i] = known[c.idempotency_key] = UsageRecord(
-                event_id, c.credits, used.overage, False, c.status
-            )
-        if events:
-            await db.execute(insert(usage_events), events)
-        if draws:
-            await db.execute(insert(usage_draws), draws)
-        for lot_id, delta in lot_deltas.items():
-            await db.execute(
-                update(credit_lots)
-                .where(credit_lots.c.lot_id == lot_id)
-                .values(remaining=credit_lots.c.remaining - delta)
-            )
-        if overage_total:
-            await db.execute(
-                update(projects)
-                .where(projects.c.project_id == project_id)
-                .values(cycle_overage=projects.c.cycle_overage + overage_total)
-            )
-        return done
-
     async def _one(self, charge: Charge) -> UsageRecord:
         async def work(db: AsyncConnection) -> UsageRecord:
-            done = await self._charge_project(db, charge.project_id, [(0, charge)])
+            done = await postings.charge_project(db, self.config, charge.project_id, [(0, charge)])
             return done[0]
 
-        return await self._unit(work)
+        return await postings.run_unit(self.engine, work)
+
+    # --------------------------------------------------------------- holds
 
     async def hold(
         self,
@@ -332,24 +189,24 @@ class Ledger:
         self, project_id: str, idempotency_key: str, actual: Quote | None, at: datetime
     ) -> UsageRecord:
         async def work(db: AsyncConnection) -> UsageRecord:
-            await self._lock_project(db, project_id)
-            event = await self._event(db, project_id, idempotency_key)
+            await postings.lock_project(db, project_id, self.config)
+            event = await postings.event(db, project_id, idempotency_key)
             if event is None:
                 raise LedgerError(f"no hold {idempotency_key!r}")
             if event.status != UsageStatus.HELD:
                 return UsageRecord(
                     event.event_id, event.credits, event.overage, True, UsageStatus(event.status)
                 )
-            target = 0 if actual is None else actual.credits
+            target = 0 if actual is None else check_amount(actual.credits, "a settlement")
             delta = target - int(event.credits)
             if delta > 0:
-                await self._draw(db, project_id, event.event_id, delta, at)
+                await postings.draw(db, project_id, event.event_id, delta, at)
             elif delta < 0:
-                await self._give_back(db, project_id, event.event_id, -delta)
+                await postings.give_back(db, project_id, event.event_id, -delta)
             status = UsageStatus.RELEASED if actual is None else UsageStatus.SETTLED
             values: dict[str, Any] = {"credits": target, "status": status.value, "settled_at": at}
             if actual is not None:
-                values["breakdown"] = _breakdown(actual)
+                values["breakdown"] = quote_breakdown(actual)
             await db.execute(
                 update(usage_events)
                 .where(usage_events.c.event_id == event.event_id)
@@ -360,183 +217,60 @@ class Ledger:
             )
             return UsageRecord(event.event_id, target, int(overage or 0), False, status)
 
-        return await self._unit(work)
+        return await postings.run_unit(self.engine, work)
 
     async def link(self, project_id: str, idempotency_key: str, reference: str) -> bool:
         """Attach a reference to an existing event (a sponsorship hold, once its op is sent)."""
         async with self.engine.begin() as db:
-            done = await db.execute(
-                update(usage_events)
-                .where(
-                    usage_events.c.project_id == project_id,
-                    usage_events.c.idempotency_key == idempotency_key,
-                )
-                .values(reference=reference)
-            )
-        return bool(done.rowcount)
+            return await postings.link(db, project_id, idempotency_key, reference)
 
-    async def credits_for(self, project_id: str, reference: str) -> tuple[int, bool]:
-        """The credits charged under a reference, and whether all of it is final (no hold
-        still waiting for its receipt)."""
-        async with self.engine.connect() as db:
-            rows = (
-                await db.execute(
-                    select(usage_events.c.credits, usage_events.c.status).where(
-                        usage_events.c.project_id == project_id,
-                        usage_events.c.reference == reference,
-                    )
-                )
-            ).all()
-        final = all(r.status != UsageStatus.HELD for r in rows)
-        return sum(int(r.credits) for r in rows), final
-
-    async def unreferenced_holds(
-        self, operation: str, older_than: datetime
-    ) -> list[tuple[str, str]]:
-        """(project, idempotency key) of holds made before `older_than` that no reference
-        was ever attached to (for sponsorships: signed, never sent through the service)."""
-        async with self.engine.connect() as db:
-            rows = (
-                await db.execute(
-                    select(usage_events.c.project_id, usage_events.c.idempotency_key).where(
-                        usage_events.c.operation == operation,
-                        usage_events.c.status == UsageStatus.HELD.value,
-                        usage_events.c.reference.is_(None),
-                        usage_events.c.created_at < older_than,
-                    )
-                )
-            ).all()
-        return [(r.project_id, r.idempotency_key) for r in rows]
-
-    async def owns(self, project_id: str, idempotency_key: str) -> bool:
-        """Whether the project has a usage event under this key (e.g. an op it sent)."""
-        async with self.engine.connect() as db:
-            return await self._event(db, project_id, idempotency_key) is not None
-
-    # ------------------------------------------------------------- postings
-
-    async def _draw(
-        self,
-        db: AsyncConnection,
-        project_id: str,
-        event_id: str,
-        credits: int,
-        at: datetime,
-    ) -> int:
-        """Take `credits` more FIFO for an event (a settlement dearer than its hold); what no
-        lot covers is overage. Returns it."""
-        account = await self._live_account(db, project_id, at) if credits else CreditAccount()
-        _, consumption = account.consume(credits, at)
-        for draw in consumption.draws:
-            await db.execute(
-                update(credit_lots)
-                .where(credit_lots.c.lot_id == draw.lot_id)
-                .values(remaining=credit_lots.c.remaining - draw.credits)
-            )
-            await self._add_draw(db, event_id, draw)
-        if consumption.overage:
-            await self._shift_overage(db, project_id, event_id, consumption.overage)
-        return consumption.overage
-
-    async def _give_back(
-        self, db: AsyncConnection, project_id: str, event_id: str, credits: int
-    ) -> None:
-        """Return `credits` of an event: overage first, then lots, newest draw first."""
-        overage = int(
-            await db.scalar(
-                select(usage_events.c.overage).where(usage_events.c.event_id == event_id)
-            )
-            or 0
+    async def record_accepted_op(self, accepted: AcceptedOp) -> UsageRecord:
+        """An accepted op's relay charge, its hold's link, its settlement task and, on a chain
+        whose ops go through the durable intake, the op itself, in one transaction
+        (`paymaster.relay_accounting`): any of them failing rolls back all."""
+        charge = Charge(
+            accepted.project_id,
+            accepted.usage_key,
+            accepted.relay.operation.value,
+            accepted.relay.credits,
+            accepted.at,
+            UsageContext(
+                accepted.key_id,
+                accepted.endpoint,
+                accepted.chain_id,
+                accepted.sender,
+                reference=accepted.user_op_hash,
+            ),
+            accepted.relay,
         )
-        from_overage = min(overage, credits)
-        if from_overage:
-            await self._shift_overage(db, project_id, event_id, -from_overage)
-        left = credits - from_overage
-        draws = (
-            await db.execute(
-                select(usage_draws, credit_lots.c.granted_at)
-                .join(credit_lots, credit_lots.c.lot_id == usage_draws.c.lot_id)
-                .where(usage_draws.c.event_id == event_id)
-                .order_by(credit_lots.c.granted_at.desc(), credit_lots.c.lot_id.desc())
-            )
-        ).all()
-        for d in draws:
-            if not left:
-                break
-            back = min(left, int(d.credits))
-            left -= back
-            await db.execute(
-                update(credit_lots)
-                .where(credit_lots.c.lot_id == d.lot_id)
-                .values(remaining=credit_lots.c.remaining + back)
-            )
-            await db.execute(
-                update(usage_draws)
-                .where(and_(usage_draws.c.event_id == event_id, usage_draws.c.lot_id == d.lot_id))
-                .values(credits=usage_draws.c.credits - back)
-            )
-        if left:
-            raise LedgerError(f"event {event_id} has {left} credits fewer than it gives back")
+        queue = TaskQueue(self.engine)
 
-    @staticmethod
-    async def _add_draw(db: AsyncConnection, event_id: str, draw: Draw) -> None:
-        where = and_(usage_draws.c.event_id == event_id, usage_draws.c.lot_id == draw.lot_id)
-        done = await db.execute(
-            update(usage_draws).where(where).values(credits=usage_draws.c.credits + draw.credits)
-        )
-        if not done.rowcount:
-            await db.execute(
-                insert(usage_draws).values(
-                    event_id=event_id, lot_id=draw.lot_id, credits=draw.credits
+        async def work(db: AsyncConnection) -> UsageRecord:
+            record = (
+                await postings.charge_project(db, self.config, accepted.project_id, [(0, charge)])
+            )[0]
+            follow = accepted.settlement
+            if follow is not None:
+                await postings.link(db, accepted.project_id, follow.hold_key, accepted.user_op_hash)
+                await queue.enqueue_in(
+                    db,
+                    follow.kind,
+                    follow.payload,
+                    project_id=accepted.project_id,
+                    run_at=follow.run_at,
+                    idempotency_key=follow.idempotency_key,
+                    max_attempts=follow.max_attempts,
                 )
-            )
-
-    @staticmethod
-    async def _shift_overage(
-        db: AsyncConnection, project_id: str, event_id: str, credits: int
-    ) -> None:
-        """Move an event's overage and its project's cycle counter together. Giving back
-        overage never takes the counter under zero (a cycle closed since has billed it)."""
-        await db.execute(
-            update(usage_events)
-            .where(usage_events.c.event_id == event_id)
-            .values(overage=usage_events.c.overage + credits)
-        )
-        current = int(
-            await db.scalar(
-                select(projects.c.cycle_overage).where(projects.c.project_id == project_id)
-            )
-            or 0
-        )
-        await db.execute(
-            update(projects)
-            .where(projects.c.project_id == project_id)
-            .values(cycle_overage=max(current + credits, 0))
-        )
-
-    @staticmethod
-    async def _event(db: AsyncConnection, project_id: str, idempotency_key: str) -> Any:
-        return (
-            await db.execute(
-                select(usage_events).where(
-                    usage_events.c.project_id == project_id,
-                    usage_events.c.idempotency_key == idempotency_key,
+            if accepted.intake is not None:
+                await write_intake(
+                    db,
+                    chain_id=accepted.chain_id,
+                    user_op_hash=accepted.user_op_hash,
+                    entry_point=accepted.intake.entry_point,
+                    op=accepted.intake.op,
+                    project_id=accepted.project_id,
+                    at=accepted.at,
                 )
-            )
-        ).one_or_none()
+            return record
 
-    async def _unit(self, work: Callable[[AsyncConnection], Awaitable[T]]) -> T:
-        """Run `work` in one transaction. A concurrent twin winning the idempotency race
-        (IntegrityError) or SQLite's writer lock (OperationalError) rolls ours back whole;
-        the retry then finds the twin's result or gets the lock."""
-        for attempt in range(_SQLITE_RETRIES):
-            try:
-                async with self.engine.begin() as db:
-                    return await work(db)
-            except IntegrityError:
-                if attempt:
-                    raise
-            except OperationalError as exc:
-                if "locked" not in str(exc) or attempt == _SQLITE_RETRIES - 1:
-                    raise
-        raise AssertionError("unreachable")
+        return await postings.run_unit(self.engine, work)

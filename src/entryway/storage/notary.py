@@ -27,8 +27,8 @@ from entryway.domain.notarization import (
     BatchState,
     NewNotarization,
     Notarization,
-    NotarizationError,
     NotarizationMode,
+    RequestKeyReusedError,
 )
 from entryway.domain.proof import AnchorRecord
 from entryway.storage.notary_rows import (
@@ -83,46 +83,59 @@ class NotaryStore:
         mode: NotarizationMode,
         items: Sequence[NewNotarization],
         request_key: str,
+        *,
+        digest: str,
     ) -> Submitted:
         """Write a request's notarizations (and, in direct mode, their batch and its task),
-        once per `request_key`: the same key again returns the first request's ids."""
-        keys = (
-            [request_key] if len(items) == 1 else [f"{request_key}#{i}" for i in range(len(items))]
-        )
+        once per `request_key`: the same key with the same request `digest` again returns
+        the first request's ids; with another digest it is RequestKeyReusedError."""
+        # The first row holds the key itself, whatever the request's size: one key, one
+        # request, so a bulk request and a single one cannot share a key.
+        keys = [request_key, *(f"{request_key}#{i}" for i in range(1, len(items)))]
         try:
             async with self.engine.begin() as db:
-                written = await self._insert(db, project_id, key_id, chain_id, mode, items, keys)
+                written = await self._insert(
+                    db, project_id, key_id, chain_id, mode, items, keys, digest
+                )
         except IntegrityError:
             # The key was used before (a retry, or the same request concurrently): the
             # first request's rows are the answer. Trying the insert first keeps the usual
             # case, a new request, to one transaction.
-            earlier = await self._by_keys(project_id, keys)
+            earlier = await self._by_keys(project_id, keys, digest)
             if earlier is None:
                 raise
             return Submitted(earlier, True)
         return Submitted(tuple(n.notarization_id for n in written), False, written)
 
-    async def _by_keys(self, project_id: str, keys: Sequence[str]) -> tuple[str, ...] | None:
+    async def _by_keys(
+        self, project_id: str, keys: Sequence[str], digest: str
+    ) -> tuple[str, ...] | None:
         """The ids written under these keys, or None if the first was never used (a
         request's rows are written together, so the first tells for all)."""
         async with self.engine.connect() as db:
-            first = await db.scalar(
-                select(_n.c.notarization_id).where(
-                    _n.c.project_id == project_id, _n.c.idempotency_key == keys[0]
+            first = (
+                await db.execute(
+                    select(_n.c.notarization_id, _n.c.request_digest).where(
+                        _n.c.project_id == project_id, _n.c.idempotency_key == keys[0]
+                    )
                 )
-            )
+            ).one_or_none()
             if first is None:
                 return None
+            if first.request_digest != digest:
+                raise RequestKeyReusedError(
+                    "this idempotency key was used for a different request: send a new key "
+                    "for a new request, the same request to retry"
+                )
             if len(keys) == 1:
-                return (str(first),)
+                return (str(first.notarization_id),)
             rows = await db.execute(
                 select(_n.c.idempotency_key, _n.c.notarization_id).where(
                     _n.c.project_id == project_id, _n.c.idempotency_key.in_(keys)
                 )
             )
             found = {r.idempotency_key: r.notarization_id for r in rows}
-        if len(found) != len(keys):
-            raise NotarizationError("this idempotency key was used for a different request")
+        # The same digest is the same number of items, all written in one transaction.
         return tuple(found[k] for k in keys)
 
     async def _insert(
@@ -134,6 +147,7 @@ class NotaryStore:
         mode: NotarizationMode,
         items: Sequence[NewNotarization],
         keys: Sequence[str],
+        digest: str,
     ) -> tuple[Notarization, ...]:
         now = self.clock()
         batch = None
@@ -162,9 +176,11 @@ class NotaryStore:
             )
             for i, item in enumerate(items)
         )
-        await db.execute(
-            insert(_n), [values_of(n, key_id, k) for n, k in zip(written, keys, strict=True)]
-        )
+        rows = [
+            values_of(n, key_id, k) | {"request_digest": digest}
+            for n, k in zip(written, keys, strict=True)
+        ]
+        await db.execute(insert(_n), rows)
         documents = [
             {"notarization_id": n.notarization_id, "content": item.document, "created_at": now}
             for n, item in zip(written, items, strict=True)

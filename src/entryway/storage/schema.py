@@ -62,6 +62,8 @@ api_keys = Table(
     Column("chains", Text, nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("revoked_at", DateTime(timezone=True), nullable=True),
+    # `service` or `admin` (KeyRole). No default: a key is always issued with its role.
+    Column("role", String(8), nullable=False),
     Index("ix_api_keys_project_id", "project_id"),
 )
 
@@ -314,6 +316,9 @@ notarizations = Table(
     Column("content_type", String(200), nullable=True),
     Column("stored", Boolean, nullable=False),  # the document is kept in notary_documents
     Column("idempotency_key", String(200), nullable=True),
+    # SHA-256 (hex) of the request that wrote the row: the same key with another digest is
+    # another request, refused (NULL for rows written before migration 0008).
+    Column("request_digest", String(64), nullable=True),
     Column("batch_id", String(36), ForeignKey("notary_batches.batch_id"), nullable=True),
     Column("leaf_index", BigInteger, nullable=True),
     Column("created_at", DateTime(timezone=True), nullable=False),
@@ -383,4 +388,27 @@ wallet_recovery_approvals = Table(
     Column("guardian", String(42), primary_key=True),
     Column("signature", String(132), nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False),
+)
+
+# --- The durable op intake (entryway.storage.intake) ---
+
+# A UserOperation an API replica accepted on a chain whose bundling is `intake`: written with
+# its relay charge before its hash is returned, read by the chain's elected bundler leader,
+# which writes back what became of it (state: pending, submitted, included, failed, dropped).
+op_intake = Table(
+    "op_intake",
+    metadata,
+    Column("chain_id", BigInteger, primary_key=True),
+    Column("user_op_hash", String(66), primary_key=True),
+    Column("entry_point", String(42), nullable=False),
+    Column("sender", String(42), nullable=False),
+    Column("nonce", String(78), nullable=False),  # uint256, decimal
+    Column("user_op", Text, nullable=False),  # ERC-4337 JSON (domain.userop_json)
+    Column("project_id", String(36), ForeignKey("projects.project_id"), nullable=True),
+    Column("state", String(12), nullable=False),
+    Column("reason", Text, nullable=True),
+    Column("tx_hash", String(66), nullable=True),
+    Column("received_at", DateTime(timezone=True), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+    Index("ix_op_intake_pending", "chain_id", "state", "received_at"),
 )

@@ -14,11 +14,12 @@ from __future__ import annotations
 import random
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import orjson
-from sqlalchemy import Row, and_, insert, or_, select, update
+from sqlalchemy import Row, and_, func, insert, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -50,6 +51,16 @@ async def insert_unless_exists(
     dialect = postgresql if db.dialect.name == "postgresql" else sqlite
     statement = dialect.insert(table).values(**values)
     await db.execute(statement.on_conflict_do_nothing(index_elements=list(unique)))
+
+
+@dataclass(frozen=True, slots=True)
+class Backlog:
+    """One kind's unfinished tasks, for the metrics endpoint."""
+
+    kind: str
+    queued: int  # ready now or waiting for their retry time
+    running: int
+    oldest_run_at: datetime | None  # the queued task due longest ago (maybe in the future)
 
 
 def _task(row: Row[Any]) -> Task:
@@ -299,6 +310,25 @@ class TaskQueue:
                 )
             )
         return result.rowcount == 1
+
+    async def backlog(self) -> list[Backlog]:
+        """Unfinished tasks by kind, in one grouped read that the ready index (state, run_at)
+        serves: finished tasks, however many, are not looked at."""
+        query = (
+            select(tasks.c.kind, tasks.c.state, func.count(), func.min(tasks.c.run_at))
+            .where(tasks.c.state.in_([TaskState.QUEUED.value, TaskState.RUNNING.value]))
+            .group_by(tasks.c.kind, tasks.c.state)
+        )
+        by_kind: dict[str, Backlog] = {}
+        async with self.engine.connect() as db:
+            for kind, state, count, oldest in await db.execute(query):
+                seen = by_kind.get(kind) or Backlog(kind, 0, 0, None)
+                if state == TaskState.QUEUED.value:
+                    seen = Backlog(kind, count, seen.running, as_utc(oldest))
+                else:
+                    seen = Backlog(kind, seen.queued, count, seen.oldest_run_at)
+                by_kind[kind] = seen
+        return sorted(by_kind.values(), key=lambda b: b.kind)
 
     async def get(self, task_id: str, project_id: str) -> Task | None:
         """A project's task; another project's is None, as if it did not exist."""

@@ -1,5 +1,7 @@
 """The delivery log: what the delivery handler reads and writes around each attempt, and the
-per-endpoint history the API shows (every attempt: when, status code or error, how long)."""
+per-endpoint history the API shows (every attempt: when, status code or error, how long).
+Reading a delivery's target opens its endpoint's signing secrets, so it needs the secrets box;
+the history does not."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from entryway.domain.webhooks import (
     Delivery,
     DeliveryAttempt,
     DeliveryState,
+    SigningSecrets,
     WebhookEndpoint,
 )
 from entryway.storage.schema import (
@@ -23,7 +26,9 @@ from entryway.storage.schema import (
     webhook_endpoints,
     webhook_events,
 )
+from entryway.storage.secret_box import SecretBox
 from entryway.storage.tasks import Clock, as_utc, utc_now
+from entryway.storage.webhook_secrets import require_box, signing_secrets
 from entryway.storage.webhooks import endpoint_from_row
 
 INTERRUPTED = "the worker stopped before the attempt finished"
@@ -31,12 +36,14 @@ INTERRUPTED = "the worker stopped before the attempt finished"
 
 @dataclass(frozen=True, slots=True)
 class DeliveryTarget:
-    """Everything one attempt needs: the delivery, the exact body, and where it goes."""
+    """Everything one attempt needs: the delivery, the exact body, where it goes, and the
+    secrets that sign it."""
 
     delivery: Delivery
     body: bytes
     endpoint: WebhookEndpoint
     endpoint_deleted: bool
+    secrets: SigningSecrets
 
 
 def _attempt(row: Row[Any]) -> DeliveryAttempt:
@@ -75,11 +82,15 @@ _with_event = webhook_deliveries.join(
 
 
 class DeliveryLog:
-    def __init__(self, engine: AsyncEngine, *, clock: Clock = utc_now) -> None:
+    def __init__(
+        self, engine: AsyncEngine, *, clock: Clock = utc_now, secrets: SecretBox | None = None
+    ) -> None:
         self.engine = engine
         self.clock = clock
+        self.secrets = secrets
 
     async def target(self, delivery_id: str) -> DeliveryTarget | None:
+        box = require_box(self.secrets)
         async with self.engine.connect() as db:
             row = (
                 await db.execute(
@@ -102,6 +113,7 @@ class DeliveryLog:
             row.body.encode(),
             endpoint_from_row(endpoint),
             endpoint.deleted_at is not None,
+            signing_secrets(box, endpoint),
         )
 
     async def start_attempt(self, delivery_id: str) -> DeliveryAttempt:

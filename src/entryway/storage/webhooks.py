@@ -1,6 +1,11 @@
 """Webhook endpoints and events in the database: endpoints per project (CRUD, secret rotation,
 disabling), and `emit`, which fans an event out to the subscribed endpoints as deliveries,
 each with its delivery task, in one transaction. The delivery log lives in webhook_log.py.
+
+Endpoint URLs are checked against the destination policy when set (public destinations only
+unless the operator allows private ones). Signing secrets are sealed with the secrets box
+(webhook_secrets.py): a store without one can emit events and manage endpoints, but not create
+an endpoint or rotate its secret.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import orjson
 from sqlalchemy import Row, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from entryway.domain.destinations import PUBLIC_ONLY, DestinationPolicy
 from entryway.domain.tasks import TaskState
 from entryway.domain.webhooks import (
     DELIVERY_SCHEDULE,
@@ -23,6 +29,7 @@ from entryway.domain.webhooks import (
     DisabledReason,
     EndpointDisabledError,
     EventType,
+    RevealedEndpoint,
     WebhookEndpoint,
     check_endpoint_url,
     event_envelope,
@@ -30,7 +37,9 @@ from entryway.domain.webhooks import (
     parse_event_types,
 )
 from entryway.storage.schema import tasks, webhook_deliveries, webhook_endpoints, webhook_events
+from entryway.storage.secret_box import SecretBox
 from entryway.storage.tasks import Clock, TaskQueue, as_utc, insert_unless_exists, utc_now
+from entryway.storage.webhook_secrets import open_secret, require_box, seal_secret
 
 DELIVERY_TASK = "webhook.deliver"
 
@@ -62,8 +71,6 @@ def endpoint_from_row(row: Row[Any]) -> WebhookEndpoint:
         failure_streak=row.failure_streak,
         created_at=as_utc(row.created_at),
         updated_at=as_utc(row.updated_at),
-        secret=row.secret,
-        previous_secret=row.previous_secret,
         previous_secret_expires_at=as_utc(expires) if expires else None,
     )
 
@@ -84,36 +91,43 @@ class WebhookStore:
         queue: TaskQueue | None = None,
         clock: Clock = utc_now,
         max_attempts: int = DELIVERY_SCHEDULE.max_attempts,
+        destinations: DestinationPolicy = PUBLIC_ONLY,
+        secrets: SecretBox | None = None,
     ) -> None:
         self.engine = engine
         self.clock = clock
         self.queue = queue or TaskQueue(engine, clock=clock)
         self.max_attempts = max_attempts
+        self.destinations = destinations
+        self.secrets = secrets
 
     # -- endpoints ------------------------------------------------------------------------
 
     async def create_endpoint(
         self, project_id: str, url: str, event_types: Iterable[str], description: str = ""
-    ) -> WebhookEndpoint:
-        """A new, enabled endpoint; its `secret` is shown to the project once, now."""
+    ) -> RevealedEndpoint:
+        """A new, enabled endpoint; its secret is shown to the project once, now."""
         now = self.clock()
         endpoint_id = str(uuid.uuid4())
+        checked_url = check_endpoint_url(url, self.destinations)
+        secret = new_secret()
+        sealed = seal_secret(require_box(self.secrets), endpoint_id, secret)
         async with self.engine.begin() as db:
             await db.execute(
                 insert(webhook_endpoints).values(
                     endpoint_id=endpoint_id,
                     project_id=project_id,
-                    url=check_endpoint_url(url),
+                    url=checked_url,
                     description=description,
                     event_types=_event_types(event_types),
-                    secret=new_secret(),
+                    secret=sealed,
                     enabled=True,
                     failure_streak=0,
                     created_at=now,
                     updated_at=now,
                 )
             )
-            return await self._get(db, endpoint_id)
+            return RevealedEndpoint(await self._get(db, endpoint_id), secret)
 
     async def endpoint(self, project_id: str, endpoint_id: str) -> WebhookEndpoint | None:
         """A project's endpoint; another project's, or a deleted one, is None."""
@@ -155,7 +169,7 @@ class WebhookStore:
         now = self.clock()
         values: dict[str, Any] = {"updated_at": now}
         if url is not None:
-            values["url"] = check_endpoint_url(url)
+            values["url"] = check_endpoint_url(url, self.destinations)
         if event_types is not None:
             values["event_types"] = _event_types(event_types)
         if description is not None:
@@ -188,10 +202,12 @@ class WebhookStore:
 
     async def rotate_secret(
         self, project_id: str, endpoint_id: str, overlap: timedelta
-    ) -> WebhookEndpoint | None:
+    ) -> RevealedEndpoint | None:
         """A new secret; the old one keeps signing beside it for `overlap`, so receivers can
         switch without losing a request."""
         now = self.clock()
+        box = require_box(self.secrets)
+        secret = new_secret()
         async with self.engine.begin() as db:
             current = await db.scalar(
                 select(webhook_endpoints.c.secret).where(self._owned(project_id, endpoint_id))
@@ -199,17 +215,19 @@ class WebhookStore:
             if current is None:
                 return None
             keep = overlap > timedelta(0)
+            # Opened and sealed again: a value in clear from an older version is sealed now.
+            previous = seal_secret(box, endpoint_id, open_secret(box, endpoint_id, current))
             await db.execute(
                 update(webhook_endpoints)
                 .where(self._owned(project_id, endpoint_id))
                 .values(
-                    secret=new_secret(),
-                    previous_secret=current if keep else None,
+                    secret=seal_secret(box, endpoint_id, secret),
+                    previous_secret=previous if keep else None,
                     previous_secret_expires_at=now + overlap if keep else None,
                     updated_at=now,
                 )
             )
-            return await self._get(db, endpoint_id)
+            return RevealedEndpoint(await self._get(db, endpoint_id), secret)
 
     async def disable_endpoint(self, endpoint_id: str, reason: DisabledReason) -> bool:
         """True if this call disabled it (it was enabled), so one alert is raised, not many."""

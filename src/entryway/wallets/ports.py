@@ -1,7 +1,7 @@
 """What the wallet use cases need from the rest of the service, as narrow ports: the
 recoveries' storage, the chain's view of an account, and submitting a UserOperation the
-service sponsors itself. `wallets.service_ports` implements the last two over the running
-service; `storage.recoveries` the first."""
+service sponsors itself. `wallets.chain` and `wallets.sponsored_ops` implement the last two
+(wired over the running service by `service.wallet_wiring`); `storage.recoveries` the first."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from typing import Any, Protocol
 
 import orjson
 
-from entryway.bundler.rpc_types import parse_user_operation, user_operation_json
 from entryway.domain.userop import UserOperation
+from entryway.domain.userop_json import op_from_json, op_to_json
 from entryway.errors import EntrywayError
 from entryway.wallets.recovery import Approval, ChainRecovery, Recovery, RecoveryState
 
@@ -41,7 +41,7 @@ class Submission:
             "projectId": self.project_id,
             "chainId": self.chain_id,
             "userOpHash": self.user_op_hash,
-            "op": user_operation_json(self.op),
+            "op": op_to_json(self.op),
             "validUntil": self.valid_until,
         }
         return orjson.dumps(doc).decode()
@@ -53,7 +53,7 @@ class Submission:
             doc["projectId"],
             int(doc["chainId"]),
             doc["userOpHash"],
-            parse_user_operation(doc["op"]),
+            op_from_json(doc["op"]),
             int(doc["validUntil"]),
         )
 

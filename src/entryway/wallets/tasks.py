@@ -1,6 +1,6 @@
 """The worker's handlers for the recovery tasks. The composition root registers them:
 
-    running_worker(engine, ..., handlers=wallet_task_handlers(services))
+    running_worker(engine, ..., handlers=wallet_task_handlers(recovery_flows(services)))
 
 Each handler is idempotent (see `wallets.recoveries`): it reads the recovery, asks what became
 of an op it sent before, and only then submits.
@@ -8,19 +8,13 @@ of an op it sent before, and only then submits.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from entryway.domain.tasks import PermanentTaskError, Task
-from entryway.service.services import Services
-from entryway.wallets.recoveries import (
-    FINALIZE_TASK,
-    START_TASK,
-    RecoveryFlow,
-    RecoverySettings,
-)
-from entryway.wallets.wiring import recovery_flow
-from entryway.worker.worker import Handler
+from entryway.wallets.recoveries import FINALIZE_TASK, START_TASK, RecoveryFlow
+
+Handler = Callable[[Task], Awaitable[Any]]  # what a worker runs for a task
 
 WALLET_TASKS = (START_TASK, FINALIZE_TASK)
 
@@ -32,15 +26,13 @@ def _recovery_id(task: Task) -> str:
     return recovery_id
 
 
-def wallet_task_handlers(
-    services: Services, settings: RecoverySettings | None = None
-) -> Mapping[str, Handler]:
-    """`{kind: handler}` for the recovery tasks, over the running service (read when a task
-    runs, so the service may finish starting after this is called)."""
+def wallet_task_handlers(flows: Callable[[], RecoveryFlow]) -> Mapping[str, Handler]:
+    """`{kind: handler}` for the recovery tasks; `flows` builds the use case when a task
+    runs."""
 
     def handler(step: Callable[[RecoveryFlow, str], Any]) -> Handler:
         async def run(task: Task) -> Any:
-            flow, recovery_id = recovery_flow(services, settings), _recovery_id(task)
+            flow, recovery_id = flows(), _recovery_id(task)
             try:
                 return await step(flow, recovery_id)
             except Exception as exc:

@@ -5,6 +5,11 @@ or error and the duration. A 2xx delivers (and charges the project once per deli
 many times the task runs); 410 Gone disables the endpoint for good; any other answer, a
 timeout or a connection error is retried on the delivery schedule, and a delivery whose last
 attempt fails disables its endpoint. Disabling raises an alert through the EndpointAlerts port.
+
+The HTTP client is expected to check destinations (entryway.worker.destinations): a refused
+one is logged as `refused`, "destination not allowed", with nothing sent and no detail of the
+address, so the log cannot tell a tenant which internal addresses or ports exist. It is retried
+like a failure (DNS may be corrected, or the operator may allow private destinations).
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import logging
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
@@ -19,6 +25,12 @@ from typing import Any, Protocol
 import httpx
 
 from entryway import __version__
+from entryway.domain.destinations import (
+    NOT_ALLOWED,
+    PUBLIC_ONLY,
+    DestinationNotAllowedError,
+    DestinationPolicy,
+)
 from entryway.domain.pricebook import OperationType, PriceBook
 from entryway.domain.tasks import PermanentTaskError, RetrySchedule, RetryTaskError, Task
 from entryway.domain.webhooks import (
@@ -36,6 +48,9 @@ from entryway.storage.webhook_log import DeliveryLog, DeliveryTarget
 from entryway.storage.webhooks import WebhookStore
 
 log = logging.getLogger("entryway.webhooks")
+
+
+DeliveryFailed = Callable[[AttemptOutcome], None]  # an attempt did not deliver (a metric)
 
 
 class UsageRecorder(Protocol):
@@ -72,6 +87,7 @@ class DeliverySettings:
     timeout: float = DELIVERY_TIMEOUT_SECONDS  # per attempt, connecting included
     schedule: RetrySchedule = DELIVERY_SCHEDULE
     user_agent: str = f"Entryway-Webhooks/{__version__}"
+    destinations: DestinationPolicy = PUBLIC_ONLY  # checked again after DNS, at each attempt
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +95,7 @@ class _Answer:
     status_code: int | None
     error: str | None
     duration_ms: int
+    refused: bool = False  # the destination is not allowed: nothing was sent
 
     @property
     def reason(self) -> str:
@@ -102,6 +119,7 @@ class WebhookDeliveryHandler:
         settings: DeliverySettings | None = None,
         clock: Clock = utc_now,
         rng: random.Random | None = None,
+        on_failure: DeliveryFailed | None = None,
     ) -> None:
         self.deliveries = deliveries
         self.webhooks = webhooks
@@ -112,6 +130,7 @@ class WebhookDeliveryHandler:
         self.settings = settings or DeliverySettings()
         self.clock = clock
         self._rng = rng or random.Random()
+        self.on_failure = on_failure
 
     async def __call__(self, task: Task) -> dict[str, Any]:
         delivery_id = str(task.payload["deliveryId"])
@@ -150,12 +169,13 @@ class WebhookDeliveryHandler:
             await self._finish(target, attempt, answer, AttemptOutcome.GONE, DeliveryState.FAILED)
             await self._disable(target.endpoint, DisabledReason.GONE, "the receiver answered 410")
             raise PermanentTaskError("410 Gone: the endpoint is disabled")
+        failed = AttemptOutcome.REFUSED if answer.refused else AttemptOutcome.FAILED
         if task.final_attempt:
-            await self._finish(target, attempt, answer, AttemptOutcome.FAILED, DeliveryState.FAILED)
+            await self._finish(target, attempt, answer, failed, DeliveryState.FAILED)
             detail = f"{task.attempts} attempts of one delivery failed; the last: {answer.reason}"
             await self._disable(target.endpoint, DisabledReason.FAILING, detail)
             raise PermanentTaskError(answer.reason)
-        await self._finish(target, attempt, answer, AttemptOutcome.FAILED, DeliveryState.PENDING)
+        await self._finish(target, attempt, answer, failed, DeliveryState.PENDING)
         delay = self.settings.schedule.delay_after(task.attempts, self._rng.random())
         raise RetryTaskError(answer.reason, delay=delay)
 
@@ -167,6 +187,8 @@ class WebhookDeliveryHandler:
         outcome: AttemptOutcome,
         state: DeliveryState,
     ) -> None:
+        if outcome is not AttemptOutcome.SUCCEEDED and self.on_failure is not None:
+            self.on_failure(outcome)
         await self.deliveries.finish_attempt(
             target,
             attempt,
@@ -179,7 +201,7 @@ class WebhookDeliveryHandler:
 
     async def _post(self, target: DeliveryTarget) -> _Answer:
         at = self.clock()
-        secrets = target.endpoint.signing_secrets(at)
+        secrets = target.secrets.valid_at(at)
         headers = webhook_headers(
             secrets, target.delivery.event_id, int(at.timestamp()), target.body
         )
@@ -188,6 +210,7 @@ class WebhookDeliveryHandler:
         started = time.monotonic()
         status: int | None = None
         error: str | None = None
+        refused = False
         try:
             # Streamed and closed unread: only the status matters, whatever the receiver sends.
             async with self.http.stream(
@@ -199,11 +222,15 @@ class WebhookDeliveryHandler:
                 follow_redirects=False,
             ) as response:
                 status = response.status_code
+        except DestinationNotAllowedError:
+            refused, error = True, NOT_ALLOWED
+        except httpx.InvalidURL:
+            error = "the URL is not valid"
         except httpx.TimeoutException:
             error = f"timed out after {self.settings.timeout:g} s"
         except httpx.HTTPError as exc:
             error = f"{type(exc).__name__}: {exc}".rstrip(": ")
-        return _Answer(status, error, round((time.monotonic() - started) * 1000))
+        return _Answer(status, error, round((time.monotonic() - started) * 1000), refused)
 
     async def _charge(self, target: DeliveryTarget) -> None:
         quote = self.price_book.webhook()

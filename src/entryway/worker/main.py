@@ -2,8 +2,16 @@
 
 - `entryway up`: `async with running_worker(engine, usage=store): ...` runs it in the
   background of the server's event loop and stops it gracefully on exit.
-- `entryway worker` / `python -m entryway.worker --database-url URL`: `run_worker(url)` until
-  SIGINT or SIGTERM. The database must already be migrated (the service does that).
+- `entryway worker --config FILE`: every task kind, over the services `build_services` makes
+  from the settings (chains, keys, database): `entryway.composition.run_configured_worker`.
+- `entryway worker --database-url URL` / `--data-dir DIR`: `run_worker(url)`, webhook
+  deliveries (and notary anchoring for an `entryway up` data directory).
+
+Both run until SIGINT or SIGTERM; the database must already be migrated (`entryway migrate`).
+Deliveries need the service's secrets key, to open the signing secrets: the settings'
+`secrets.key` or `secrets.key_file` (ENTRYWAY_SECRETS_KEY, ENTRYWAY_SECRETS_KEY_FILE), else
+`<data-dir>/secrets-key`. They go to public destinations only unless --webhook-allow-private
+(or `webhooks.allow_private`, ENTRYWAY_WEBHOOK_ALLOW_PRIVATE=true).
 """
 
 from __future__ import annotations
@@ -12,30 +20,42 @@ import argparse
 import asyncio
 import contextlib
 import logging
-import os
 import signal
-from collections.abc import AsyncIterator, Mapping, Sequence
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-import httpx
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from entryway.domain.pricebook import PriceBook, default_price_book
-from entryway.storage.engine import make_engine, sqlite_url
+from entryway.errors import EntrywayError
+from entryway.observability.logs import configure_logging
+from entryway.settings.checks import StartCheckError, database_url
+from entryway.settings.loading import SettingsError, load_settings
+from entryway.settings.model import Settings
+from entryway.storage.engine import make_engine
+from entryway.storage.secret_box import SecretBox, SecretsKeyError
 from entryway.storage.store import Store
 from entryway.storage.tasks import Clock, TaskQueue, utc_now
 from entryway.storage.webhook_log import DeliveryLog
+from entryway.storage.webhook_secrets import seal_stored_secrets
 from entryway.storage.webhooks import DELIVERY_TASK, WebhookStore
 from entryway.worker.chains import notary_handlers_from
 from entryway.worker.delivery import (
+    DeliveryFailed,
     DeliverySettings,
     EndpointAlerts,
     UsageRecorder,
     WebhookDeliveryHandler,
 )
+from entryway.worker.destinations import Resolver, guarded_client, system_resolver
 from entryway.worker.worker import Handler, Worker
+
+CONFIG_EXIT = 2  # the settings, or what they point at, are wrong: nothing was started
+log = logging.getLogger("entryway.worker")
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,14 +77,20 @@ async def worker_for(
     alerts: EndpointAlerts | None = None,
     handlers: Mapping[str, Handler] | None = None,
     clock: Clock = utc_now,
+    secrets: SecretBox | None = None,
+    resolver: Resolver = system_resolver,
+    on_failure: DeliveryFailed | None = None,
 ) -> AsyncIterator[Worker]:
     """A Worker on `engine` with the webhook delivery handler (plus `handlers`), its HTTP
-    client open for the duration of the block. Not started: call run() or drain()."""
+    client open for the duration of the block. Not started: call run() or drain().
+    Deliveries need `secrets` (the box the endpoints' secrets were sealed with); `resolver`
+    answers the DNS questions of the destination checks; `on_failure` is told each attempt
+    that did not deliver (the process's metrics)."""
     settings = settings or WorkerSettings()
     queue = TaskQueue(engine, clock=clock)
-    async with httpx.AsyncClient() as http:
+    async with guarded_client(settings.delivery.destinations, resolver=resolver) as http:
         delivery = WebhookDeliveryHandler(
-            DeliveryLog(engine, clock=clock),
+            DeliveryLog(engine, clock=clock, secrets=secrets),
             WebhookStore(engine, queue=queue, clock=clock),
             usage or Store(engine),
             price_book or default_price_book(),
@@ -72,6 +98,7 @@ async def worker_for(
             alerts=alerts,
             settings=settings.delivery,
             clock=clock,
+            on_failure=on_failure,
         )
         yield Worker(
             queue,
@@ -92,6 +119,8 @@ async def running_worker(
     price_book: PriceBook | None = None,
     alerts: EndpointAlerts | None = None,
     handlers: Mapping[str, Handler] | None = None,
+    secrets: SecretBox | None = None,
+    on_failure: DeliveryFailed | None = None,
 ) -> AsyncIterator[Worker]:
     """The worker running in the background of this event loop for the block's duration."""
     async with worker_for(
@@ -101,6 +130,8 @@ async def running_worker(
         price_book=price_book,
         alerts=alerts,
         handlers=handlers,
+        secrets=secrets,
+        on_failure=on_failure,
     ) as worker:
         job = asyncio.create_task(worker.run(), name="entryway-worker")
         try:
@@ -119,11 +150,16 @@ async def run_worker(
     alerts: EndpointAlerts | None = None,
     data_dir: Path | None = None,
     notary_key_file: Path | None = None,
+    secrets: SecretBox | None = None,
 ) -> None:
     """Run a worker against `database_url` until `stop` is set (or forever). With `data_dir`
-    (an `entryway up` data directory) it also anchors notary batches."""
+    (an `entryway up` data directory) it also anchors notary batches. With `secrets`, the
+    stored signing secrets are checked against it first: a wrong key stops the worker here
+    (SecretsKeyError), before it signs anything."""
     engine = make_engine(database_url)
     try:
+        if secrets is not None:
+            await seal_stored_secrets(engine, secrets)
         async with contextlib.AsyncExitStack() as stack:
             handlers: dict[str, Handler] = {}
             if data_dir is not None:
@@ -137,6 +173,7 @@ async def run_worker(
                     price_book=price_book,
                     alerts=alerts,
                     handlers=handlers,
+                    secrets=secrets,
                 )
             )
             await (stop or asyncio.Event()).wait()
@@ -144,14 +181,31 @@ async def run_worker(
         await engine.dispose()
 
 
+def worker_settings(settings: Settings) -> WorkerSettings:
+    w = settings.worker
+    return WorkerSettings(
+        concurrency=w.concurrency,
+        lease_seconds=w.lease_seconds,
+        poll_interval=w.poll_interval,
+        shutdown_grace=w.shutdown_grace,
+        delivery=DeliverySettings(
+            timeout=w.delivery_timeout, destinations=settings.webhooks.destinations
+        ),
+    )
+
+
 def _arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="entryway worker", description="Run durable tasks (webhook deliveries, ...)."
+        prog="entryway worker",
+        description="Run durable tasks: with --config every kind (webhooks, notary anchoring, "
+        "sponsorship settlement, recovery steps); else webhook deliveries, and notary "
+        "anchoring for an `entryway up` data directory.",
     )
+    parser.add_argument("--config", type=Path, default=None, help="the TOML settings file")
     parser.add_argument(
         "--database-url",
-        default=os.environ.get("ENTRYWAY_DATABASE_URL"),
-        help="SQLAlchemy URL of the service's database (default: $ENTRYWAY_DATABASE_URL, "
+        default=None,
+        help="SQLAlchemy URL of the service's database (default: the settings' database_url, "
         "else the SQLite file in --data-dir)",
     )
     parser.add_argument(
@@ -162,47 +216,86 @@ def _arguments(argv: Sequence[str] | None) -> argparse.Namespace:
         "anchor notary batches too",
     )
     parser.add_argument("--notary-key-file", type=Path, default=None)
-    defaults = WorkerSettings()
-    parser.add_argument("--concurrency", type=int, default=defaults.concurrency)
-    parser.add_argument("--lease-seconds", type=float, default=defaults.lease_seconds)
-    parser.add_argument("--poll-interval", type=float, default=defaults.poll_interval)
-    parser.add_argument("--shutdown-grace", type=float, default=defaults.shutdown_grace)
-    parser.add_argument("--delivery-timeout", type=float, default=defaults.delivery.timeout)
-    args = parser.parse_args(argv)
-    if not args.database_url and args.data_dir is not None:
-        args.database_url = sqlite_url(args.data_dir)
-    if not args.database_url:
-        parser.error("give --database-url (or --data-dir) or set ENTRYWAY_DATABASE_URL")
-    return args
-
-
-def settings_from(args: argparse.Namespace) -> WorkerSettings:
-    return WorkerSettings(
-        concurrency=args.concurrency,
-        lease_seconds=args.lease_seconds,
-        poll_interval=args.poll_interval,
-        shutdown_grace=args.shutdown_grace,
-        delivery=DeliverySettings(timeout=args.delivery_timeout),
+    parser.add_argument("--concurrency", type=int, default=None)
+    parser.add_argument("--lease-seconds", type=float, default=None)
+    parser.add_argument("--poll-interval", type=float, default=None)
+    parser.add_argument("--shutdown-grace", type=float, default=None)
+    parser.add_argument("--delivery-timeout", type=float, default=None)
+    parser.add_argument(
+        "--webhook-allow-private",
+        action="store_true",
+        help="deliver to private, loopback and link-local addresses too (default: the "
+        "settings' webhooks.allow_private, else public destinations only)",
     )
+    return parser.parse_args(argv)
 
 
-async def _until_signalled(args: argparse.Namespace) -> None:
+def settings_of(args: argparse.Namespace) -> Settings:
+    """The settings file and environment, with the options given over them."""
+    timing = {
+        "concurrency": args.concurrency,
+        "lease_seconds": args.lease_seconds,
+        "poll_interval": args.poll_interval,
+        "shutdown_grace": args.shutdown_grace,
+        "delivery_timeout": args.delivery_timeout,
+    }
+    overrides: dict[str, Any] = {"worker": {k: v for k, v in timing.items() if v is not None}}
+    if args.database_url:
+        overrides["database_url"] = args.database_url
+    if args.data_dir is not None:
+        overrides["data_dir"] = args.data_dir
+    if args.webhook_allow_private:
+        overrides["webhooks"] = {"allow_private": True}
+    return load_settings(args.config, **overrides)
+
+
+# Runs every task kind over the services the settings describe, until the event is set
+# (`entryway.composition.run_configured_worker`, handed in by the `entryway worker` command:
+# the worker package never imports the composition root that imports it).
+ConfiguredWorker = Callable[[Settings, asyncio.Event], Awaitable[None]]
+
+
+async def _until_signalled(
+    args: argparse.Namespace, settings: Settings, configured: ConfiguredWorker | None
+) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    if settings.chains:
+        if configured is None:
+            raise SettingsError(
+                ["chains: this entry point runs webhook deliveries only; use `entryway worker`"]
+            )
+        await configured(settings, stop)
+        return
+    if settings.database_url is None and args.data_dir is None:
+        raise SettingsError(["database_url: give --config, --database-url or --data-dir"])
+    try:
+        secrets = settings.secrets.source().box(args.data_dir)
+    except SecretsKeyError as exc:  # no key, or not a key: the settings are wrong (exit 2)
+        raise SettingsError([f"secrets.key: {exc}"]) from None
     await run_worker(
-        args.database_url,
-        settings=settings_from(args),
+        database_url(settings),
+        settings=worker_settings(settings),
         stop=stop,
         data_dir=args.data_dir,
         notary_key_file=args.notary_key_file,
+        secrets=secrets,
     )
 
 
-def main(argv: Sequence[str] | None = None) -> None:
+def main(argv: Sequence[str] | None = None, configured: ConfiguredWorker | None = None) -> None:
+    """`entryway worker` (with `configured`) and `python -m entryway.worker` (without)."""
     args = _arguments(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    logging.getLogger("httpx").setLevel(logging.WARNING)
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(_until_signalled(args))
+    try:
+        settings = settings_of(args)
+        configure_logging(settings.log.json_lines, settings.log.level)
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(_until_signalled(args, settings, configured))
+    except (SettingsError, StartCheckError) as exc:
+        for problem in exc.problems:
+            sys.stderr.write(f"error: {problem}\n")
+        sys.exit(CONFIG_EXIT)
+    except EntrywayError as exc:
+        sys.exit(f"error: {exc}")

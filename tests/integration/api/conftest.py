@@ -12,7 +12,7 @@ import httpx
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from entryway.domain.apikeys import KeyEnvironment
+from entryway.domain.apikeys import KeyEnvironment, KeyRole
 from entryway.domain.plans import PlanName
 from entryway.service.app import create_app
 from entryway.service.ratelimit import RateLimiter
@@ -36,12 +36,23 @@ class Api:
     async def new_project(
         self, plan: PlanName = PlanName.FREE, chains: tuple[int, ...] = (80002, 84532)
     ) -> tuple[str, str]:
+        """A project and its first key, an admin key (as the operator's route makes it)."""
         store = self.services.store
         now = datetime.now(UTC)
         owner = await store.create_user(f"{now.timestamp()}-{id(self)}@example.org", now)
         pid = await store.create_project(owner, "tenant", plan, list(chains), now)
-        key = await store.issue_key(pid, KeyEnvironment.TEST, list(chains), now)
+        key = await store.issue_key(pid, KeyEnvironment.TEST, list(chains), now, role=KeyRole.ADMIN)
         return pid, key.secret
+
+    async def service_key(
+        self, chains: tuple[int, ...] = (80002, 84532), project_id: str | None = None
+    ) -> str:
+        """A service key of the project (this API's own unless `project_id` says)."""
+        now = datetime.now(UTC)
+        key = await self.services.store.issue_key(
+            project_id or self.project_id, KeyEnvironment.TEST, list(chains), now
+        )
+        return key.secret
 
 
 async def make_api(

@@ -90,6 +90,8 @@ async def test_unknown_hashes_give_null_and_bad_ones_an_error(client: RpcClient)
     [
         (lambda j: {**j, "sender": "0x1234"}, INVALID_PARAMS, "sender"),
         (lambda j: {**j, "nonce": "12"}, INVALID_PARAMS, "nonce"),
+        (lambda j: {**j, "nonce": int(j["nonce"], 16)}, INVALID_PARAMS, "nonce: expected a hex"),
+        (lambda j: {**j, "callGasLimit": True}, INVALID_PARAMS, "callGasLimit: expected a hex"),
         (lambda j: {k: v for k, v in j.items() if k != "callData"}, INVALID_PARAMS, "callData"),
         (lambda j: {**j, "callGasLimit": hex(2**128)}, INVALID_PARAMS, "out of range"),
         (

@@ -1,7 +1,7 @@
 """The service's chain-bound routes on a real devnet: the JSON-RPC endpoint metered per
 project, /op-status scoped to the project that sent the op, /account-info reading the chain,
-and the seed's "network connection problem" checks (unreachable RPC, wrong chain id,
-maintenance)."""
+and the "network connection problem" checks of requirements §7 (unreachable RPC, wrong chain
+id, maintenance)."""
 
 from __future__ import annotations
 
@@ -27,13 +27,13 @@ from entryway.domain.userop import user_op_hash
 from entryway.paymaster.erc7677 import PaymasterChain, PaymasterRpc
 from entryway.paymaster.settlement import (
     SETTLE_TASK,
-    ChainLookups,
     SettleHandler,
     SponsorshipSettler,
 )
 from entryway.paymaster.signer import PaymasterSigner
 from entryway.service.app import create_app
 from entryway.service.services import ChainRuntime, Services
+from entryway.service.wallet_wiring import bundler_port
 from entryway.storage.engine import make_engine, migrate, sqlite_url
 from entryway.storage.ledger import UsageStatus
 from entryway.storage.policies import PolicyStore, SqlSponsorshipUsage
@@ -69,14 +69,8 @@ async def service(
         services.prices,
     )
 
-    async def receipt(op_hash: str) -> Any:
-        return await bundler_rpc.get_user_operation_receipt([op_hash])
-
-    async def status(op_hash: str) -> Any:
-        return await bundler_rpc.op_status([op_hash])
-
     services.settler = SponsorshipSettler(
-        store.ledger, services.prices, {CHAIN: ChainLookups(receipt, status)}
+        store.ledger, services.prices, {CHAIN: bundler_port(services.chains[CHAIN])}
     )
     transport = httpx.ASGITransport(app=create_app(services), raise_app_exceptions=False)
     async with httpx.AsyncClient(transport=transport, base_url="http://svc.test") as client:

@@ -35,6 +35,7 @@ from entryway.storage.webhooks import WebhookStore
 from entryway.worker.worker import Worker
 from tests.integration.conftest import CHAIN_ID
 from tests.integration.storage.conftest import engine
+from tests.integration.webhooks.support import SECRETS
 
 __all__ = ["engine"]
 
@@ -96,7 +97,7 @@ async def rig(engine: AsyncEngine, anchorer: Anchorer) -> AsyncIterator[NotaryRi
     store = NotaryStore(engine, queue=queue)
     notary = Notary(store, [CHAIN_ID], SETTINGS)
     services.notary = notary  # type: ignore[attr-defined]  # what the lead's wiring adds
-    webhooks = WebhookStore(engine, queue=queue)
+    webhooks = WebhookStore(engine, queue=queue, secrets=SECRETS)
     handlers = notary_handlers(store, {CHAIN_ID: anchorer}, webhooks)
     worker = Worker(queue, handlers, concurrency=1)
     app = create_app(services)

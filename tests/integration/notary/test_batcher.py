@@ -52,8 +52,9 @@ async def _project(engine: AsyncEngine) -> str:
 async def _submit(store: NotaryStore, project_id: str, chain_id: int, clock: Clock) -> str:
     clock.advance(0.001)  # arrival order is creation order
     item = NewNotarization(os.urandom(HASH_BYTES), HASH_BYTES)
+    key = os.urandom(8).hex()
     submitted = await store.submit(
-        project_id, None, chain_id, NotarizationMode.BATCHED, [item], os.urandom(8).hex()
+        project_id, None, chain_id, NotarizationMode.BATCHED, [item], key, digest=key
     )
     return submitted.notarization_ids[0]
 

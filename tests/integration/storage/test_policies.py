@@ -15,6 +15,7 @@ from fastapi import FastAPI, Request, Response
 from sqlalchemy import insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from entryway.domain.apikeys import KeyRole
 from entryway.domain.sponsorship import Cap, Period, SponsorshipRules
 from entryway.paymaster.ports import UsageTotals
 from entryway.service.auth import current_caller
@@ -132,7 +133,7 @@ async def api(engine: AsyncEngine) -> AsyncIterator[tuple[httpx.AsyncClient, str
         return exc.response(request.url.path)
 
     app.add_exception_handler(Problem, problem)
-    caller = SimpleNamespace(project_id=project_id, key_id="k1")
+    caller = SimpleNamespace(project_id=project_id, key_id="k1", role=KeyRole.ADMIN)
     app.dependency_overrides[current_caller] = lambda: caller
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://api") as http:

@@ -15,8 +15,10 @@ from eth_account.messages import encode_typed_data
 from eth_account.signers.local import LocalAccount
 from sqlalchemy import select
 
+from entryway.domain.destinations import PRIVATE_ALLOWED
 from entryway.domain.tasks import RetryTaskError
 from entryway.domain.webhooks import EventType
+from entryway.service.wallet_wiring import recovery_flows
 from entryway.storage.ledger import UsageStatus
 from entryway.storage.schema import webhook_events
 from entryway.storage.tasks import TaskQueue
@@ -27,6 +29,7 @@ from entryway.worker.worker import Worker
 from tests.integration.conftest import CHAIN_ID
 from tests.integration.harness import ACCOUNT, Harness
 from tests.integration.wallets.conftest import Service, guarded_wallet
+from tests.integration.webhooks.support import SECRETS
 
 DELAY = 2 * 24 * 3600
 SETTINGS = RecoverySettings(receipt_wait_s=20, poll_s=0.1)
@@ -55,7 +58,7 @@ async def events_of(service: Service, project_id: str) -> list[dict[str, Any]]:
 
 async def run_task(service: Service, task_id: str) -> Any:
     """Run one task's handler, as a worker would, whenever it is scheduled."""
-    handlers = wallet_task_handlers(service.services, SETTINGS)
+    handlers = wallet_task_handlers(recovery_flows(service.services, SETTINGS))
     task = await TaskQueue(service.services.store.engine).find(task_id)
     assert task is not None
     return await handlers[task.kind](task)
@@ -69,9 +72,9 @@ async def test_guardians_recover_a_lost_account_through_the_api(
     wallet = await guarded_wallet(harness, [g1, g2], threshold=2)
     new_owner = harness.new_key()
     pid, auth = await service.tenant()
-    await WebhookStore(service.services.store.engine).create_endpoint(
-        pid, "http://127.0.0.1:9/hooks", RECOVERY_EVENTS
-    )
+    await WebhookStore(
+        service.services.store.engine, destinations=PRIVATE_ALLOWED, secrets=SECRETS
+    ).create_endpoint(pid, "http://127.0.0.1:9/hooks", RECOVERY_EVENTS)
 
     body = {"chainId": CHAIN_ID, "account": wallet.address, "newOwner": new_owner.address}
     r = await client.post("/v1/recoveries", json=body, headers=auth)
@@ -111,7 +114,7 @@ async def test_guardians_recover_a_lost_account_through_the_api(
 
     # A worker runs the start task: the op is sponsored, sent, mined.
     queue = TaskQueue(service.services.store.engine)
-    worker = Worker(queue, wallet_task_handlers(service.services, SETTINGS))
+    worker = Worker(queue, wallet_task_handlers(recovery_flows(service.services, SETTINGS)))
     assert await worker.drain() == 1
     started = (await client.get(f"/v1/recoveries/{rid}", headers=auth)).json()
     assert started["state"] == "started", started
@@ -169,9 +172,9 @@ async def test_an_owner_who_cancels_on_chain_is_noticed(service: Service, harnes
     g1 = harness.new_key()
     wallet = await guarded_wallet(harness, [g1], threshold=1)
     pid, auth = await service.tenant()
-    await WebhookStore(service.services.store.engine).create_endpoint(
-        pid, "http://127.0.0.1:9/hooks", RECOVERY_EVENTS
-    )
+    await WebhookStore(
+        service.services.store.engine, destinations=PRIVATE_ALLOWED, secrets=SECRETS
+    ).create_endpoint(pid, "http://127.0.0.1:9/hooks", RECOVERY_EVENTS)
     thief = harness.new_key()
 
     async def open_recovery(account: str, new_owner: str) -> Any:

@@ -17,6 +17,7 @@ from entryway.domain.signatures import recovery_digest, sign_digest
 from entryway.domain.tasks import RetryTaskError
 from entryway.domain.userop import UserOperation
 from entryway.service.services import Services
+from entryway.service.wallet_wiring import recovery_flows
 from entryway.storage.recoveries import RecoveryStore
 from entryway.storage.store import Store
 from entryway.storage.tasks import TaskQueue
@@ -219,7 +220,7 @@ async def test_a_task_that_fails_its_last_attempt_fails_the_recovery(engine: Asy
     starting = replace(recovery, state=RecoveryState.STARTING)
     task = ScheduledTask(START_TASK, "start", max_attempts=2)
     assert await store.save(starting, expected=RecoveryState.COLLECTING, task=task)
-    handlers = wallet_task_handlers(services)
+    handlers = wallet_task_handlers(recovery_flows(services))
     for attempt in (1, 2):
         (claimed,) = await queue.claim("w", [START_TASK], lease_seconds=30)
         with pytest.raises(KeyError):

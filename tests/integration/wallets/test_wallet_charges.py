@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from entryway.bundler.port import InProcessBundler
 from entryway.bundler.rpc_methods import BundlerRpc
 from entryway.bundler.rpc_types import user_operation_json
 from entryway.domain.pricebook import default_price_book
@@ -17,7 +18,7 @@ from entryway.paymaster.calls import call_count, decode_calls
 from entryway.paymaster.costs import max_gas_cost_wei, sponsorship_key
 from entryway.paymaster.erc7677 import PaymasterCaller, PaymasterChain, PaymasterRpc
 from entryway.paymaster.memory import HeldSponsorship, InMemorySponsorships
-from entryway.paymaster.settlement import ChainLookups, SponsoredOp, SponsorshipSettler
+from entryway.paymaster.settlement import SponsoredOp, SponsorshipSettler
 from entryway.paymaster.signer import PaymasterSigner
 from tests.integration.conftest import CHAIN_ID
 from tests.integration.harness import ACCOUNT, Harness, self_call
@@ -44,15 +45,8 @@ class Sponsor:
             PRICES,
         )
 
-        async def receipt(op_hash: str) -> Any:
-            return await bundler.get_user_operation_receipt([op_hash])
-
-        async def status(op_hash: str) -> Any:
-            return await bundler.op_status([op_hash])
-
-        self.settler = SponsorshipSettler(
-            self.book, PRICES, {CHAIN_ID: ChainLookups(receipt, status)}
-        )
+        port = InProcessBundler(bundler.bundler, bundler.estimator)
+        self.settler = SponsorshipSettler(self.book, PRICES, {CHAIN_ID: port})
 
     async def run(self, draft: UserOperation, signer: Any | None) -> tuple[HeldSponsorship, ...]:
         """Sponsor (hold), sign, send, mine and settle `draft`: (the hold, the settlement)."""

@@ -1,5 +1,6 @@
-"""What the webhook and worker tests share: a settable clock, a project with credits, and a
-real HTTP receiver on a loopback port whose answers the test scripts."""
+"""What the webhook and worker tests share: a settable clock, a project with credits, the box
+sealing signing secrets, and a real HTTP receiver on a loopback port whose answers the test
+scripts (a loopback receiver needs the operator's opt-in to private destinations)."""
 
 from __future__ import annotations
 
@@ -18,12 +19,15 @@ from entryway.domain.credits import CreditLot, LotKind
 from entryway.domain.plans import PlanName
 from entryway.domain.webhooks import DisabledReason, WebhookEndpoint
 from entryway.storage.schema import usage_events
+from entryway.storage.secret_box import SecretBox
 from entryway.storage.store import Store
 
 START = datetime(2026, 11, 21, 12, tzinfo=UTC)
 GRANT = 1_000
 
 HANG = "hang"  # accept the request and never answer it
+SECRETS_KEY = bytes(range(32))
+SECRETS = SecretBox(SECRETS_KEY)
 
 
 class FakeClock:
@@ -101,6 +105,7 @@ class Receiver:
         self.answers = list(answers)
         self.default = default
         self.received: list[Received] = []
+        self.connections = 0  # accepted, whether or not a request followed
         self.arrived = asyncio.Event()
         self._release = asyncio.Event()
         self._server: asyncio.Server | None = None
@@ -133,6 +138,7 @@ class Receiver:
             await self.arrived.wait()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
         try:
             head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
             path = head[0].split(" ")[1]

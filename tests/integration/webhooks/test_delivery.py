@@ -1,16 +1,18 @@
 """Webhook delivery end to end, on SQLite and PostgreSQL: events fanned out as durable tasks,
 POSTed by the worker to a real HTTP receiver, signed, retried on the schedule, logged,
-charged once, and endpoints disabled on 410 or on repeated failure."""
+charged once, and endpoints disabled on 410 or on repeated failure. The receiver listens on
+loopback, so this rig is an operator's that allows private destinations."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from entryway.domain.destinations import PRIVATE_ALLOWED
 from entryway.domain.tasks import RetrySchedule, TaskState
 from entryway.domain.webhooks import (
     AttemptOutcome,
@@ -29,6 +31,7 @@ from entryway.worker.main import WorkerSettings, worker_for
 from entryway.worker.worker import Worker
 from tests.integration.webhooks.support import (
     HANG,
+    SECRETS,
     FakeClock,
     Receiver,
     RecordedAlerts,
@@ -50,10 +53,12 @@ class Rig:
     alerts: RecordedAlerts
     worker: Worker
     project_id: str
+    secrets: dict[str, str] = field(default_factory=dict)  # shown at creation, by endpoint
 
     async def endpoint(self, url: str, events: tuple[str, ...] = ("userop.included",)) -> str:
         created = await self.webhooks.create_endpoint(self.project_id, url, events)
-        return created.endpoint_id
+        self.secrets[created.endpoint.endpoint_id] = created.secret
+        return created.endpoint.endpoint_id
 
     async def run_after(self, seconds: float) -> int:
         """Let `seconds` pass on the clock, then run whatever became due."""
@@ -65,10 +70,17 @@ class Rig:
 async def rig(engine: AsyncEngine) -> AsyncIterator[Rig]:
     clock = FakeClock()
     alerts = RecordedAlerts()
-    settings = WorkerSettings(delivery=DeliverySettings(timeout=0.5, schedule=SCHEDULE))
+    settings = WorkerSettings(
+        delivery=DeliverySettings(timeout=0.5, schedule=SCHEDULE, destinations=PRIVATE_ALLOWED)
+    )
     queue = TaskQueue(engine, clock=clock)
-    webhooks = WebhookStore(engine, queue=queue, clock=clock, max_attempts=SCHEDULE.max_attempts)
-    async with worker_for(engine, settings=settings, alerts=alerts, clock=clock) as worker:
+    webhooks = WebhookStore(
+        engine, queue=queue, clock=clock, max_attempts=SCHEDULE.max_attempts,
+        destinations=PRIVATE_ALLOWED, secrets=SECRETS,
+    )  # fmt: skip
+    async with worker_for(
+        engine, settings=settings, alerts=alerts, clock=clock, secrets=SECRETS
+    ) as worker:
         yield Rig(
             engine, clock, webhooks, DeliveryLog(engine, clock=clock), alerts, worker,
             await new_project(engine),
@@ -81,7 +93,7 @@ async def test_a_receiver_down_then_up_gets_the_event_once_per_attempt_until_it_
     receiver = Receiver(answers=[500], default=204)  # not listening yet: down
     credits = await balance(rig.engine, rig.project_id)
     endpoint_id = await rig.endpoint(receiver.url)
-    secret = (await rig.webhooks.endpoints(rig.project_id))[0].secret
+    secret = rig.secrets[endpoint_id]
     emitted = await rig.webhooks.emit(EventType.USEROP_INCLUDED, rig.project_id, INCLUDED)
     [queued] = emitted.deliveries
 
@@ -190,7 +202,7 @@ async def test_a_delivery_failing_its_whole_schedule_disables_the_endpoint_with_
 async def test_during_a_rotation_both_secrets_sign_and_afterwards_only_the_new(rig: Rig) -> None:
     async with Receiver() as receiver:
         endpoint_id = await rig.endpoint(receiver.url)
-        old = (await rig.webhooks.endpoints(rig.project_id))[0].secret
+        old = rig.secrets[endpoint_id]
         rotated = await rig.webhooks.rotate_secret(rig.project_id, endpoint_id, timedelta(hours=1))
         assert rotated is not None and rotated.secret != old
         new = rotated.secret
@@ -220,9 +232,11 @@ async def test_events_reach_only_subscribed_enabled_endpoints_once_per_key(rig: 
         off = await rig.endpoint(receiver.url + "/d")
         await rig.webhooks.update_endpoint(rig.project_id, off, enabled=False)
         await rig.endpoint(receiver.url + "/e")
-        other = await rig.webhooks.create_endpoint(
-            await new_project(rig.engine), receiver.url + "/f", ["userop.included"]
-        )
+        other = (
+            await rig.webhooks.create_endpoint(
+                await new_project(rig.engine), receiver.url + "/f", ["userop.included"]
+            )
+        ).endpoint
 
         first = await rig.webhooks.emit(
             EventType.USEROP_INCLUDED, rig.project_id, INCLUDED, idempotency_key="op-1"

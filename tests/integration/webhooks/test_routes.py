@@ -14,7 +14,8 @@ import pytest
 from fastapi import FastAPI, Request, Response
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from entryway.domain.apikeys import KeyEnvironment
+from entryway.domain.apikeys import KeyEnvironment, KeyRole
+from entryway.domain.destinations import PRIVATE_ALLOWED
 from entryway.domain.plans import PlanName
 from entryway.domain.tasks import RetrySchedule
 from entryway.domain.webhooks import verify_webhook
@@ -26,7 +27,7 @@ from entryway.storage.store import Store
 from entryway.worker.delivery import DeliverySettings
 from entryway.worker.main import WorkerSettings, worker_for
 from entryway.worker.worker import Worker
-from tests.integration.webhooks.support import Receiver
+from tests.integration.webhooks.support import SECRETS, Receiver
 
 
 @dataclass
@@ -62,19 +63,21 @@ async def new_key(store: Store) -> str:
     now = datetime.now(UTC)
     owner = await store.create_user(f"{now.timestamp()}-{id(now)}@example.org", now)
     pid = await store.create_project(owner, "routes", PlanName.STARTER, [80002], now)
-    return (await store.issue_key(pid, KeyEnvironment.TEST, [80002], now)).secret
+    key = await store.issue_key(pid, KeyEnvironment.TEST, [80002], now, role=KeyRole.ADMIN)
+    return key.secret
 
 
 @pytest.fixture
 async def client(engine: AsyncEngine) -> AsyncIterator[Client]:
     store = Store(engine, auth_cache_seconds=0)
-    services = Services()
+    # The receiver listens on loopback: an operator's service that allows private destinations.
+    services = Services(webhook_destinations=PRIVATE_ALLOWED, webhook_secrets=SECRETS)
     services.attach(store)
     transport = httpx.ASGITransport(app=app_for(services))
-    settings = WorkerSettings(delivery=DeliverySettings(schedule=RetrySchedule((0,))))
+    delivery = DeliverySettings(schedule=RetrySchedule((0,)), destinations=PRIVATE_ALLOWED)
     async with (
         httpx.AsyncClient(transport=transport, base_url="http://entryway.test") as http,
-        worker_for(engine, settings=settings) as worker,
+        worker_for(engine, settings=WorkerSettings(delivery=delivery), secrets=SECRETS) as worker,
     ):
         yield Client(http, worker, store, await new_key(store), await new_key(store))
 
@@ -138,6 +141,55 @@ async def test_bad_endpoints_are_validation_problems(client: Client) -> None:
         assert_problem(response, 422, "validation_error")
     response = await client.http.get("/v1/webhooks/endpoints")
     assert_problem(response, 401, "invalid_api_key")
+
+
+async def test_answers_revealing_a_secret_are_never_cached(client: Client) -> None:
+    created = await client.call(
+        "POST", "/v1/webhooks/endpoints",
+        json={"url": "https://example.org/hook", "eventTypes": ["credits.low"]},
+    )  # fmt: skip
+    path = f"/v1/webhooks/endpoints/{created.json()['id']}"
+    rotated = await client.call("POST", f"{path}/rotate-secret")
+    for answer in (created, rotated):
+        assert "secret" in answer.json()
+        assert answer.headers["cache-control"] == "no-store"
+        assert answer.headers["pragma"] == "no-cache"
+    listed = await client.call("GET", "/v1/webhooks/endpoints")
+    assert "cache-control" not in listed.headers  # no secret in it: the usual caching rules
+
+
+async def test_descriptions_and_overlaps_are_held_to_their_bounds(client: Client) -> None:
+    hook = {"url": "https://example.org/hook", "eventTypes": ["credits.low"]}
+    for description in ("\x1b[2J cleared", "left \u202eright", "bell\x07", "x" * 201):
+        answer = await client.call(
+            "POST", "/v1/webhooks/endpoints", json={**hook, "description": description}
+        )
+        assert answer.status_code == 422, description
+    assert (await client.call("GET", "/v1/webhooks/endpoints")).json() == {"endpoints": []}
+
+    lines = "billing\n\tpager duty"
+    created = await client.call(
+        "POST", "/v1/webhooks/endpoints", json={**hook, "description": lines}
+    )
+    assert created.status_code == 201, created.text
+    path = f"/v1/webhooks/endpoints/{created.json()['id']}"
+    refused = await client.call("PATCH", path, json={"description": "a\x00b"})
+    assert refused.status_code == 422
+    assert (await client.call("PATCH", path, json={"enabled": "yes"})).status_code == 422
+    assert (await client.call("GET", path)).json()["description"] == lines
+
+    for overlap in (True, "60", 60.0, -1, 7 * 24 * 3600 + 1, 2**70):
+        answer = await client.call(
+            "POST", f"{path}/rotate-secret", json={"overlapSeconds": overlap}
+        )
+        assert answer.status_code == 422, overlap
+    assert (await client.call("GET", path)).json()["previousSecretExpiresAt"] is None
+    week = await client.call(
+        "POST", f"{path}/rotate-secret", json={"overlapSeconds": 7 * 24 * 3600}
+    )
+    assert week.status_code == 200, week.text
+    until = datetime.fromisoformat(week.json()["previousSecretExpiresAt"])
+    assert 6.9 < (until - datetime.now(UTC)).total_seconds() / 86400 <= 7
 
 
 async def test_a_test_event_is_delivered_logged_replayed_and_its_task_visible(

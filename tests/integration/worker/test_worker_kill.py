@@ -8,6 +8,8 @@ charged once."""
 from __future__ import annotations
 
 import asyncio
+import base64
+import os
 import signal
 import sys
 from datetime import UTC, datetime, timedelta
@@ -15,6 +17,7 @@ from pathlib import Path
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from entryway.domain.destinations import PRIVATE_ALLOWED
 from entryway.domain.tasks import TaskState
 from entryway.domain.webhooks import AttemptOutcome, DeliveryState, EventType, verify_webhook
 from entryway.storage.tasks import TaskQueue
@@ -22,6 +25,8 @@ from entryway.storage.webhook_log import DeliveryLog
 from entryway.storage.webhooks import WebhookStore
 from tests.integration.webhooks.support import (
     HANG,
+    SECRETS,
+    SECRETS_KEY,
     Receiver,
     balance,
     new_project,
@@ -33,12 +38,14 @@ LEASE_SECONDS = 1.0
 
 
 async def start_worker(url: str, log: Path) -> asyncio.subprocess.Process:
+    """A worker process with the service's secrets key, allowed to deliver to loopback."""
+    env = {**os.environ, "ENTRYWAY_SECRETS_KEY": base64.b64encode(SECRETS_KEY).decode()}
     with log.open("ab") as out:
         return await asyncio.create_subprocess_exec(
             sys.executable, "-m", "entryway.worker", "--database-url", url,
             "--lease-seconds", str(LEASE_SECONDS), "--poll-interval", "0.05",
-            "--delivery-timeout", "30",
-            stdout=out, stderr=out,
+            "--delivery-timeout", "30", "--webhook-allow-private",
+            stdout=out, stderr=out, env=env,
         )  # fmt: skip
 
 
@@ -47,13 +54,14 @@ async def test_a_killed_workers_task_is_finished_by_another_and_charged_once(
 ) -> None:
     url = engine.url.render_as_string(hide_password=False)
     logs = tmp_path / "workers.log"
-    webhooks = WebhookStore(engine)
+    webhooks = WebhookStore(engine, destinations=PRIVATE_ALLOWED, secrets=SECRETS)
     # The worker process charges on the real clock: credits granted an hour ago.
     project_id = await new_project(engine, at=datetime.now(UTC) - timedelta(hours=1))
     credits = await balance(engine, project_id)
 
     async with Receiver(answers=[HANG], default=200) as receiver:
-        endpoint = await webhooks.create_endpoint(project_id, receiver.url, ["account.deployed"])
+        created = await webhooks.create_endpoint(project_id, receiver.url, ["account.deployed"])
+        endpoint = created.endpoint
         emitted = await webhooks.emit(
             EventType.ACCOUNT_DEPLOYED, project_id, {"chainId": 80002, "account": "0x" + "11" * 20}
         )
@@ -87,7 +95,7 @@ async def test_a_killed_workers_task_is_finished_by_another_and_charged_once(
     for request in receiver.received:
         assert request.headers["webhook-id"] == emitted.event_id
         at = int(request.headers["webhook-timestamp"])
-        assert verify_webhook(request.body, request.headers, endpoint.secret, now=at)["data"]
+        assert verify_webhook(request.body, request.headers, created.secret, now=at)["data"]
     [delivery] = await DeliveryLog(engine).history(project_id, endpoint.endpoint_id)
     assert delivery.state is DeliveryState.DELIVERED
     assert [a.outcome for a in delivery.log] == [

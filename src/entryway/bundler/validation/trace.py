@@ -1,7 +1,7 @@
 """Turns a struct-logger trace of `simulateValidation` into per-phase facts for ERC-7562.
 
 Why the struct logger: on anvil it is about twice as fast as a JavaScript collector and
-carries the same facts (measured: shared/notes/erc7562-on-anvil.md). Memory stays off; the
+carries the same facts (measured on anvil). Memory stays off; the
 few KECCAK256 preimages that associated-storage checks need are fetched separately, and only
 when a rule needs them.
 

@@ -1,0 +1,139 @@
+"""Bundling through the durable intake (`bundling = "intake"`): the API side.
+
+Any API replica validates an op as the in-process bundler does (sanity, simulation,
+ERC-7562), then, instead of adding it to a mempool of its own, hands it to the intake in the
+database, for the chain's elected bundler leader (`bundler.leader`) to bundle. The op is
+written in the transaction that records what it costs: while the caller's `before_mempool`
+hook runs, `admitting` names the op, and the relay accounting writes it with the charge
+(`paymaster.relay_accounting`). An op sent without accounting is written on its own.
+
+The status, the by-hash answer and the receipt come from the chain and the intake row, so
+every replica answers alike whichever one took the op.
+"""
+
+from __future__ import annotations
+
+import logging
+from contextvars import ContextVar
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+from entryway.bundler.mempool import MempoolEntry
+from entryway.bundler.service import BeforeMempool, Bundler, BundlerConfig
+from entryway.bundler.states import OpStatus
+from entryway.bundler.submission import TransactionManager
+from entryway.bundler.validation.simulation import Validator
+from entryway.chain.rpc import EthClient
+from entryway.domain.evm import to_hex
+from entryway.domain.userop import UserOperation
+
+log = logging.getLogger("entryway.bundler.intake")
+
+
+@dataclass(frozen=True, slots=True)
+class IntakeAdmission:
+    """The op being admitted to the intake, for the accounting to write with its charge."""
+
+    entry_point: str
+    op: UserOperation
+
+
+# Set only while a `before_mempool` hook of an intake admission runs (same task).
+admitting: ContextVar[IntakeAdmission | None] = ContextVar("intake_admitting", default=None)
+
+
+class IntakeView(Protocol):
+    """An intake row as this side reads it."""
+
+    @property
+    def op(self) -> UserOperation: ...
+
+    @property
+    def status(self) -> OpStatus: ...
+
+    @property
+    def tx_hash(self) -> str | None: ...
+
+    @property
+    def reason(self) -> str | None: ...
+
+
+class OpIntake(Protocol):
+    """The intake table (`storage.intake.OpIntakeStore`)."""
+
+    async def add(
+        self,
+        *,
+        chain_id: int,
+        user_op_hash: str,
+        entry_point: str,
+        op: UserOperation,
+        project_id: str | None = None,
+        at: datetime | None = None,
+    ) -> None: ...
+
+    async def get(self, chain_id: int, user_op_hash: str) -> IntakeView | None: ...
+
+
+class IntakeBundler(Bundler):
+    """A bundler that validates and writes to the intake; it holds no executor key and never
+    bundles (it is never started)."""
+
+    intake_only = True
+
+    def __init__(
+        self,
+        eth: EthClient,
+        executors: list[TransactionManager],
+        validator: Validator,
+        config: BundlerConfig,
+        *,
+        intake: OpIntake,
+    ) -> None:
+        super().__init__(eth, executors, validator, config)
+        self.intake = intake
+
+    async def _admit(self, entry: MempoolEntry, before_mempool: BeforeMempool | None) -> None:
+        op_hash = to_hex(entry.user_op_hash)
+        if before_mempool is not None:
+            token = admitting.set(IntakeAdmission(self.config.entry_point, entry.op))
+            try:
+                await before_mempool(entry.op, entry.user_op_hash)
+            finally:
+                admitting.reset(token)
+            if await self.intake.get(self.config.chain_id, op_hash) is not None:
+                return
+            # The hook accounted for the op without writing it (not the relay accounting):
+            # write it now, so that an op whose hash is returned is never lost.
+            log.warning("op %s accounted without its intake row; writing it alone", op_hash)
+        await self.intake.add(
+            chain_id=self.config.chain_id,
+            user_op_hash=op_hash,
+            entry_point=self.config.entry_point,
+            op=entry.op,
+        )
+
+    async def pending_op(self, op_hash: bytes) -> UserOperation | None:
+        row = await self.intake.get(self.config.chain_id, to_hex(op_hash))
+        if row is None or row.status not in (OpStatus.PENDING, OpStatus.SUBMITTED):
+            return None
+        return row.op
+
+    async def status(self, op_hash: bytes) -> dict[str, Any]:
+        receipt = await self.receipts.receipt(op_hash)
+        if receipt is not None:
+            status = OpStatus.INCLUDED if receipt["success"] else OpStatus.FAILED
+            return {
+                "status": status.value,
+                "transactionHash": receipt["receipt"]["transactionHash"],
+            }
+        row = await self.intake.get(self.config.chain_id, to_hex(op_hash))
+        if row is None:
+            return {"status": OpStatus.NOT_FOUND.value}
+        out: dict[str, Any] = {"status": row.status.value}
+        if row.tx_hash:
+            out["transactionHash"] = row.tx_hash
+        if row.reason:
+            out["reason"] = row.reason
+        return out

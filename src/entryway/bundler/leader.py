@@ -1,0 +1,172 @@
+"""The elected bundler leader of a chain: it bundles what the API replicas wrote to the
+durable intake, and writes back what became of each op.
+
+On taking over, and every poll after, it loads the intake's open ops it has not loaded yet.
+Each one is first looked up on the chain: a dead leader may have sent it in a bundle that was
+mined (it is marked included or failed, never sent again), or the sender's nonce may have
+moved on (dropped, with that reason). Otherwise it is validated again, the chain's state
+having changed since the API accepted it, and enters the mempool; the bundler's own loops
+bundle it. An op refused only for want of room in the mempool (CAPACITY) waits in the intake
+and is tried again; any other refusal drops it, with the reason. What the bundler learns of
+each loaded op (submitted, included, failed, dropped with its reason) is written back to the
+intake, so any API replica answers for it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Protocol
+
+from entryway import contracts
+from entryway.bundler.errors import BundlerError, RpcErrorCode
+from entryway.bundler.service import Bundler
+from entryway.bundler.states import OpStatus
+from entryway.chain.rpc import RpcError, RpcTransportError
+from entryway.domain.evm import hex_to_bytes
+from entryway.domain.userop import UserOperation
+
+log = logging.getLogger("entryway.bundler.leader")
+EP = contracts.load("EntryPoint").abi
+FINAL = (OpStatus.INCLUDED, OpStatus.FAILED, OpStatus.DROPPED)
+NONCE_SEQUENCE_BITS = 64  # an EntryPoint nonce is key (192 bits) | sequence (64 bits)
+# Refusals about the mempool's room rather than the op (an unstaked sender's four pending ops,
+# a paymaster deposit committed to pending ops, a full mempool): the API, whose mempool is
+# empty, could not see them. Such an op waits in the intake, tried again every RETRY_S while
+# the mempool holds ops that may drain, until the mempool's maximum age.
+CAPACITY = (
+    RpcErrorCode.BANNED_OR_THROTTLED,
+    RpcErrorCode.PAYMASTER_DEPOSIT_TOO_LOW,
+    RpcErrorCode.INTERNAL_ERROR,
+)
+RETRY_S = 2.0
+
+
+class OpenOp(Protocol):
+    @property
+    def user_op_hash(self) -> str: ...
+
+    @property
+    def op(self) -> UserOperation: ...
+
+    @property
+    def received_at(self) -> datetime: ...
+
+
+class LeaderIntake(Protocol):
+    """The intake as the leader uses it (`storage.intake.OpIntakeStore`)."""
+
+    async def open_ops(
+        self, chain_id: int, *, skip: frozenset[str] = frozenset(), limit: int = 500
+    ) -> Sequence[OpenOp]: ...
+
+    async def mark(
+        self,
+        chain_id: int,
+        user_op_hash: str,
+        status: OpStatus,
+        *,
+        tx_hash: str | None = None,
+        reason: str | None = None,
+        at: datetime | None = None,
+    ) -> bool: ...
+
+
+@dataclass
+class IntakeLeader:
+    bundler: Bundler
+    intake: LeaderIntake
+    # Loaded ops still owed an outcome: hash -> the status last written for it.
+    loaded: dict[str, OpStatus] = field(default_factory=dict)
+    # Ops waiting for room in the mempool: hash -> when to try again (monotonic seconds).
+    waiting: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def chain_id(self) -> int:
+        return self.bundler.config.chain_id
+
+    async def step(self) -> None:
+        """Load the intake's new open ops, then write back what became of the loaded ones."""
+        now = time.monotonic()
+        skip = frozenset(self.loaded) | {h for h, at in self.waiting.items() if at > now}
+        for row in await self.intake.open_ops(self.chain_id, skip=skip):
+            await self._load(row)
+        await self._write_back()
+
+    async def _load(self, row: OpenOp) -> None:
+        op_hash = row.user_op_hash
+        self.waiting.pop(op_hash, None)
+        try:
+            receipt = await self.bundler.receipts.receipt(hex_to_bytes(op_hash))
+            if receipt is not None:  # mined already, in a bundle of the leader before
+                status = OpStatus.INCLUDED if receipt["success"] else OpStatus.FAILED
+                tx = receipt["receipt"]["transactionHash"]
+                await self.intake.mark(self.chain_id, op_hash, status, tx_hash=tx)
+                return
+            used = await self._nonce_used(row.op)
+            if used is not None:
+                await self.intake.mark(self.chain_id, op_hash, OpStatus.DROPPED, reason=used)
+                return
+            await self.bundler.send(row.op)
+        except BundlerError as exc:
+            if self._may_wait(row, exc):
+                self.waiting[op_hash] = time.monotonic() + RETRY_S
+                return
+            reason = f"refused on revalidation: {exc.message}"
+            await self.intake.mark(self.chain_id, op_hash, OpStatus.DROPPED, reason=reason)
+            return
+        except (RpcTransportError, RpcError) as exc:
+            log.warning("cannot load op %s yet (node error: %s); retrying", op_hash, exc)
+            return  # not loaded: the next step tries again
+        self.loaded[op_hash] = OpStatus.PENDING
+
+    def _may_wait(self, row: OpenOp, refusal: BundlerError) -> bool:
+        """Whether a refused op may wait for room in the mempool (see CAPACITY)."""
+        age = (datetime.now(UTC) - row.received_at).total_seconds()
+        return (
+            refusal.code in CAPACITY
+            and len(self.bundler.mempool) > 0
+            and age < self.bundler.config.mempool.max_age_s
+        )
+
+    async def _nonce_used(self, op: UserOperation) -> str | None:
+        key = op.nonce >> NONCE_SEQUENCE_BITS
+        raw = await self.bundler.eth.call(
+            self.bundler.config.entry_point, EP.encode_call("getNonce", op.sender, key)
+        )
+        current = int(EP.decode_output("getNonce", raw)[0])
+        if current > op.nonce:
+            return f"nonce already used: the sender's next nonce is {current}, the op's {op.nonce}"
+        return None
+
+    async def _write_back(self) -> None:
+        for op_hash, written in list(self.loaded.items()):
+            raw = hex_to_bytes(op_hash)
+            tracked = self.bundler.tracked.get(raw)
+            if tracked is None:
+                if self.bundler.mempool.get(raw) is not None:
+                    continue
+                replaced = "replaced by another op of the same sender and nonce"
+                await self.intake.mark(self.chain_id, op_hash, OpStatus.DROPPED, reason=replaced)
+                del self.loaded[op_hash]
+                continue
+            if tracked.status is written:
+                continue
+            status = tracked.status
+            tx_hash: str | None = tracked.tx_hash
+            reason: str | None = tracked.reason
+            if status is OpStatus.DROPPED:
+                # Dropped here, yet maybe mined by a bundle the dead leader sent that landed
+                # first (its ops were validated again and sent anew): the chain decides.
+                receipt = await self.bundler.receipts.receipt(raw)
+                if receipt is not None:
+                    status = OpStatus.INCLUDED if receipt["success"] else OpStatus.FAILED
+                    tx_hash, reason = receipt["receipt"]["transactionHash"], None
+            await self.intake.mark(self.chain_id, op_hash, status, tx_hash=tx_hash, reason=reason)
+            if tracked.status in FINAL:
+                del self.loaded[op_hash]
+            else:
+                self.loaded[op_hash] = tracked.status

@@ -1,0 +1,187 @@
+"""The bundler as in-process callers use it: typed values in and out, no JSON-RPC.
+
+`BundlerPort` is what use cases (wallets, paymaster) depend on; `InProcessBundler` implements
+it over a running `Bundler`. Refusals raise `BundlerError` with their ERC-4337 code, and a
+node failure is one too (`INTERNAL_ERROR`), as the JSON-RPC dispatcher would answer them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+from dataclasses import dataclass
+from typing import Any, NewType, Protocol, TypeVar
+
+from entryway.bundler.errors import BundlerError, RpcErrorCode
+from entryway.bundler.gas.estimation import GasEstimate, GasEstimator
+from entryway.bundler.service import BeforeMempool, Bundler
+from entryway.bundler.states import OpStatus
+from entryway.bundler.validation.sanity import check_bounds
+from entryway.chain.rpc import RpcError, RpcTransportError
+from entryway.domain.evm import hex_to_bytes, to_hex
+from entryway.domain.userop import UserOperation
+
+__all__ = [
+    "BeforeMempool",
+    "BundlerPort",
+    "GasEstimate",
+    "GasPrice",
+    "InProcessBundler",
+    "OpStatus",
+    "OpStatusReport",
+    "Receipt",
+    "UserOpHash",
+]
+
+T = TypeVar("T")
+UserOpHash = NewType("UserOpHash", str)  # 0x-prefixed, lower-case hex
+# (% of the node's suggested tip, % of the base fee). Standard pays the suggestion itself: a
+# margin on top would feed back where our own ops set the suggestion (a devnet, a quiet
+# chain) and raise it every block.
+GAS_PRICE_TIERS = {"slow": (90, 100), "standard": (100, 150), "fast": (125, 200)}
+
+
+@dataclass(frozen=True, slots=True)
+class GasPrice:
+    max_fee_per_gas: int
+    max_priority_fee_per_gas: int
+
+
+@dataclass(frozen=True, slots=True)
+class OpStatusReport:
+    status: OpStatus
+    transaction_hash: str | None = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Receipt:
+    """An op's UserOperationEvent and the transaction that carried it."""
+
+    user_op_hash: UserOpHash
+    sender: str
+    success: bool
+    actual_gas_cost: int  # wei
+    actual_gas_used: int
+    transaction_hash: str
+    block_number: int
+    reason: str | None = None  # the revert reason, when the execution reverted
+
+
+class BundlerPort(Protocol):
+    """One chain's bundler."""
+
+    @property
+    def chain_id(self) -> int: ...
+
+    @property
+    def entry_point(self) -> str: ...
+
+    async def send(
+        self, op: UserOperation, *, before_mempool: BeforeMempool | None = None
+    ) -> UserOpHash:
+        """Validate and add to the mempool (`before_mempool` runs in between; if it raises,
+        the op is not added)."""
+        ...
+
+    async def estimate(self, op: UserOperation) -> GasEstimate: ...
+
+    async def gas_price(self, tier: str = "standard") -> GasPrice:
+        """Fees for a new op: "slow", "standard" or "fast"."""
+        ...
+
+    async def status(self, user_op_hash: str) -> OpStatusReport: ...
+
+    async def receipt(self, user_op_hash: str) -> Receipt | None: ...
+
+
+async def suggested_fees(bundler: Bundler) -> dict[str, GasPrice]:
+    """Every tier's fees, from the latest base fee and the node's suggested tip, never under
+    the chain's minimum tip."""
+    block = await bundler.eth.get_block("latest")
+    base_fee = int(block.get("baseFeePerGas", "0x0"), 16)
+    suggested = await bundler.eth.max_priority_fee()
+    floor = bundler.config.min_priority_fee_per_gas
+    out = {}
+    for tier, (tip_pct, base_pct) in GAS_PRICE_TIERS.items():
+        priority = max(max(suggested, floor) * tip_pct // 100, floor)
+        out[tier] = GasPrice(base_fee * base_pct // 100 + priority, priority)
+    return out
+
+
+def _hash(user_op_hash: str) -> bytes:
+    try:
+        raw = hex_to_bytes(user_op_hash)
+    except ValueError:
+        raw = b""
+    if len(raw) != 32:
+        raise BundlerError(RpcErrorCode.INVALID_PARAMS, f"invalid userOpHash {user_op_hash!r}")
+    return raw
+
+
+class InProcessBundler:
+    """`BundlerPort` over the bundler running in this process."""
+
+    def __init__(self, bundler: Bundler, estimator: GasEstimator) -> None:
+        self.bundler = bundler
+        self.estimator = estimator
+
+    @property
+    def chain_id(self) -> int:
+        return self.bundler.config.chain_id
+
+    @property
+    def entry_point(self) -> str:
+        return self.bundler.config.entry_point
+
+    async def send(
+        self, op: UserOperation, *, before_mempool: BeforeMempool | None = None
+    ) -> UserOpHash:
+        op_hash = await _node(self.bundler.send(op, before_mempool=before_mempool))
+        return UserOpHash(to_hex(op_hash))
+
+    async def estimate(self, op: UserOperation) -> GasEstimate:
+        check_bounds(op, self.bundler.config.sanity)
+        return await _node(self.estimator.estimate(op))
+
+    async def gas_price(self, tier: str = "standard") -> GasPrice:
+        fees = await _node(suggested_fees(self.bundler))
+        if tier not in fees:
+            raise BundlerError(RpcErrorCode.INVALID_PARAMS, f"no fee tier {tier!r}")
+        return fees[tier]
+
+    async def status(self, user_op_hash: str) -> OpStatusReport:
+        doc = await _node(self.bundler.status(_hash(user_op_hash)))
+        return OpStatusReport(
+            OpStatus(doc["status"]), doc.get("transactionHash"), doc.get("reason")
+        )
+
+    async def receipt(self, user_op_hash: str) -> Receipt | None:
+        op_hash = _hash(user_op_hash)
+        tracked = self.bundler.tracked.get(op_hash)
+        if tracked is not None and tracked.status in (OpStatus.PENDING, OpStatus.SUBMITTED):
+            return None  # not mined yet: its bundle's follower marks it when it is
+        doc = await _node(self.bundler.receipts.receipt(op_hash))
+        return None if doc is None else receipt_of(doc)
+
+
+def receipt_of(doc: dict[str, Any]) -> Receipt:
+    """A receipt as `ReceiptReader` reads it from the chain."""
+    tx = doc["receipt"]
+    return Receipt(
+        user_op_hash=UserOpHash(str(doc["userOpHash"]).lower()),
+        sender=str(doc["sender"]),
+        success=bool(doc["success"]),
+        actual_gas_cost=int(doc["actualGasCost"], 16),
+        actual_gas_used=int(doc["actualGasUsed"], 16),
+        transaction_hash=str(tx["transactionHash"]),
+        block_number=int(tx["blockNumber"], 16),
+        reason=doc.get("reason"),
+    )
+
+
+async def _node(call: Awaitable[T]) -> T:
+    """A node failure as the bundler reports it: an internal error worth retrying."""
+    try:
+        return await call
+    except (RpcTransportError, RpcError) as exc:
+        raise BundlerError(RpcErrorCode.INTERNAL_ERROR, f"node error: {exc}") from exc

@@ -1,0 +1,56 @@
+"""The RPC endpoints one chain is reached through, in the operator's order of preference,
+and which of them failed recently."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+
+@dataclass(slots=True)
+class Endpoint:
+    url: str
+    label: str  # for logs: hosted endpoints carry their API key in the path or query
+    failed_until: float = 0.0  # on the pool's clock; in the past while healthy
+
+
+def log_label(index: int, url: str) -> str:
+    """`#2 https://host:port`: which endpoint, without its path, query or credentials."""
+    parts = urlsplit(url)
+    host = parts.hostname or "?"
+    port = f":{parts.port}" if parts.port is not None else ""
+    return f"#{index + 1} {parts.scheme}://{host}{port}"
+
+
+class EndpointPool:
+    """Endpoints in the order to try them: healthy ones first, in the configured order (so
+    the preferred endpoint takes over again once its cool-down ends), then failed ones,
+    soonest-recovering first, so a call still has somewhere to go when all have failed."""
+
+    def __init__(
+        self,
+        urls: Sequence[str],
+        cooldown_s: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if not urls:
+            raise ValueError("a node client needs at least one RPC URL")
+        self.endpoints = tuple(Endpoint(url, log_label(i, url)) for i, url in enumerate(urls))
+        self.cooldown_s = cooldown_s
+        self._clock = clock
+
+    def in_order(self) -> list[Endpoint]:
+        now = self._clock()
+        healthy = [e for e in self.endpoints if e.failed_until <= now]
+        failed = sorted(
+            (e for e in self.endpoints if e.failed_until > now), key=lambda e: e.failed_until
+        )
+        return healthy + failed
+
+    def failed(self, endpoint: Endpoint) -> None:
+        endpoint.failed_until = self._clock() + self.cooldown_s
+
+    def answered(self, endpoint: Endpoint) -> None:
+        endpoint.failed_until = 0.0

@@ -1,0 +1,173 @@
+"""JSON-RPC payloads over HTTP to a chain's endpoints, with the retry policy applied.
+
+aiohttp, not httpx, talks to the node: its C HTTP parser costs a fifth of the CPU per call,
+and the service makes many small calls (estimation, receipts) and a few large ones
+(validation traces of a megabyte or more).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import aiohttp
+import orjson
+
+from entryway.chain.endpoints import Endpoint, EndpointPool
+from entryway.chain.retry import RetryPolicy
+from entryway.errors import EntrywayError
+
+log = logging.getLogger("entryway.chain")
+
+_JSON = {"content-type": "application/json"}
+KEEPALIVE_S = 4.0
+
+# The connection was never made, so the request never left this host.
+_NOT_CONNECTED = (
+    aiohttp.ClientConnectorError,  # refused, unreachable, DNS, TLS handshake
+    aiohttp.ConnectionTimeoutError,  # the connect step timed out
+)
+
+
+class RpcTransportError(EntrywayError):
+    """No endpoint of the node answered with JSON-RPC. The message stays short (it may reach
+    API clients); which endpoint failed, and how, is logged."""
+
+
+class _NoAnswerError(Exception):
+    """One exchange with one endpoint that brought back no JSON-RPC answer."""
+
+    def __init__(
+        self, detail: str, *, retryable: bool, delivered: bool = True, timed_out: bool = False
+    ) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.delivered = delivered  # the endpoint may have received (and acted on) the call
+        self.retryable = retryable
+        self.timed_out = timed_out
+
+
+class NodeTransport:
+    """Posts payloads to the first endpoint able to answer them. One connection pool for
+    all endpoints; close it when done."""
+
+    def __init__(
+        self, urls: Sequence[str], *, timeout: float, connect_timeout: float, retry: RetryPolicy
+    ) -> None:
+        self.pool = EndpointPool(urls, retry.cooldown_s)
+        self.retry = retry
+        # A bounded connect step tells "never connected" (safe to send elsewhere) apart
+        # from a timeout after the request went out (maybe acted on).
+        self._timeout = aiohttp.ClientTimeout(
+            total=timeout, sock_connect=min(connect_timeout, timeout)
+        )
+        self._session: aiohttp.ClientSession | None = None  # made in the loop that uses it
+        self.failures = 0  # exchanges that brought no answer, for the service's metrics
+
+    async def post(self, payload: object, *, idempotent: bool) -> Any:
+        """The decoded JSON-RPC answer to `payload`, from the first endpoint that gives one.
+
+        A call that is not `idempotent` (a write, or anything off the policy's allowlist) is
+        never sent twice: it goes to the first endpoint in order, and moves to the next
+        only if the connection failed before the request could leave this host (refused,
+        DNS, connect timeout). Any later failure (a timeout while waiting for the answer, a
+        dropped connection, an HTTP error) raises at once, because the endpoint may have
+        received it: a transaction sent again elsewhere could land twice.
+        """
+        body = orjson.dumps(payload)
+        for endpoint in self.pool.in_order():
+            try:
+                return await self._through(endpoint, body, idempotent=idempotent)
+            except _NoAnswerError as failure:
+                self.pool.failed(endpoint)
+                self.failures += 1
+                log.warning("node endpoint %s failed: %s", endpoint.label, failure.detail)
+                if failure.delivered and not idempotent:
+                    break
+        raise RpcTransportError("node unreachable")
+
+    async def _through(self, endpoint: Endpoint, body: bytes, *, idempotent: bool) -> Any:
+        """One endpoint's turn: up to `attempts` tries, with backoff between them."""
+        attempt = 1
+        while True:
+            try:
+                answer = await self._exchange(endpoint.url, body)
+            except _NoAnswerError as failure:
+                if (
+                    attempt >= self.retry.attempts
+                    or not failure.retryable
+                    or failure.timed_out
+                    or (failure.delivered and not idempotent)
+                ):
+                    raise
+                delay = self.retry.backoff(attempt)
+                # A retry that then succeeds is routine (a node starting, a 429): debug only;
+                # an endpoint that gives up is the warning above.
+                log.debug(
+                    "node endpoint %s: %s; retry %d in %.2fs",
+                    endpoint.label,
+                    failure.detail,
+                    attempt,
+                    delay,
+                )
+                await asyncio.sleep(delay)
+                attempt += 1
+                continue
+            self.pool.answered(endpoint)
+            return answer
+
+    async def _exchange(self, url: str, body: bytes) -> Any:
+        if self._session is None:
+            # Idle connections are dropped before common servers drop them (uvicorn after
+            # 5 s): a request written into a connection the server is closing fails.
+            connector = aiohttp.TCPConnector(keepalive_timeout=KEEPALIVE_S)
+            self._session = aiohttp.ClientSession(timeout=self._timeout, connector=connector)
+        try:
+            async with self._session.post(url, data=body, headers=_JSON) as response:
+                status, content = response.status, await response.read()
+        except _NOT_CONNECTED as exc:
+            raise _NoAnswerError(
+                _describe(exc),
+                retryable=True,
+                delivered=False,
+                timed_out=isinstance(exc, TimeoutError),
+            ) from exc
+        except TimeoutError as exc:
+            raise _NoAnswerError("timed out", retryable=True, timed_out=True) from exc
+        except aiohttp.ClientError as exc:
+            raise _NoAnswerError(_describe(exc), retryable=True) from exc
+        return self._answer(status, content)
+
+    def _answer(self, status: int, content: bytes) -> Any:
+        """The decoded body, if it is a JSON-RPC answer. One carried by an HTTP error status
+        is still the node's answer (a revert must not be retried), except under 429:
+        providers explain their rate limits in a JSON-RPC error, and the call never ran."""
+        retryable = status in self.retry.retry_statuses
+        try:
+            decoded = orjson.loads(content)
+        except orjson.JSONDecodeError:
+            decoded = None
+        if status == 429:
+            raise _NoAnswerError("HTTP 429, rate limited", retryable=retryable)
+        if not _is_json_rpc(decoded):
+            raise _NoAnswerError(f"HTTP {status}, no JSON-RPC answer", retryable=retryable)
+        return decoded
+
+    async def aclose(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+
+def _describe(exc: Exception) -> str:
+    """The error's kind and the system's reason, never its URL (which may hold a key)."""
+    reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else None
+    return f"{type(exc).__name__}: {reason}" if reason else type(exc).__name__
+
+
+def _is_json_rpc(decoded: Any) -> bool:
+    if isinstance(decoded, list):  # a batch's answers
+        return True
+    return isinstance(decoded, dict) and ("result" in decoded or "error" in decoded)

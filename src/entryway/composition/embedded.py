@@ -1,0 +1,168 @@
+"""The embedded default (`entryway up`): devnets with every contract, turned into settings
+and built by the one composition root (`build_services`) like any other process, plus a demo
+project and key and, unless told not to, the task worker in the same process."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from entryway.composition.root import build_services
+from entryway.devnet.devnet import Devnet
+from entryway.domain.apikeys import InvalidApiKeyError, KeyEnvironment, KeyRole
+from entryway.domain.networks import NETWORKS
+from entryway.domain.plans import PlanName
+from entryway.observability.metrics import ServiceMetrics
+from entryway.service.services import Services
+from entryway.settings.checks import checked
+from entryway.settings.model import ChainSettings, ContractAddresses, Settings
+from entryway.storage.store import Store
+from entryway.worker.main import running_worker, worker_settings
+
+
+def devnet_settings(base: Settings, devnet: Devnet) -> Settings:
+    """`base` serving the devnet's chains: their RPC URLs, deployments and key files. A chain
+    id no network has is a local test network."""
+    keys = devnet.dir / "keys"
+    chains = [
+        ChainSettings(
+            **_local_network(chain.chain_id),
+            chain_id=chain.chain_id,
+            rpc_urls=[chain.rpc_url],  # type: ignore[list-item]  # validated into SecretStr
+            executor_key_files=[keys / "bundler-executor.key"],
+            paymaster_signer_key_file=keys / "paymaster-signer.key",
+            notary_submitter_key_file=keys / "notary-submitter.key",
+            addresses=ContractAddresses(
+                entry_point=chain.deployment.entry_point,
+                account_factory=chain.deployment.account_factory,
+                paymaster=chain.deployment.paymaster,
+                notary=chain.deployment.notary,
+            ),
+        )
+        for chain in devnet.chains
+    ]
+    return base.model_copy(update={"chains": chains})
+
+
+def _local_network(chain_id: int) -> dict[str, Any]:
+    if chain_id in NETWORKS:
+        return {}
+    return {
+        "name": f"devnet-{chain_id}",
+        "native_token": "ETH",
+        "testnet": True,
+        "explorer_url": "",
+    }
+
+
+@asynccontextmanager
+async def run_embedded(
+    base: Settings,
+    services: Services,
+    *,
+    devnet_chains: Sequence[int],
+    devnet_base_port: int = 8545,
+    worker: bool = True,
+    metrics: ServiceMetrics | None = None,
+) -> AsyncIterator[dict[str, Any]]:
+    """Start everything, fill `services`, yield the demo credentials; stop it all after.
+    `base` says everything but the chains (database, limits, keys of the service), which
+    the devnet gives; `worker`: False leaves durable tasks to `entryway worker` processes;
+    `metrics`: the app's registry, where the worker counts its failed deliveries."""
+    async with AsyncExitStack() as stack:
+        devnet = await stack.enter_async_context(
+            Devnet(base.data_dir, list(devnet_chains), base_port=devnet_base_port)
+        )
+        settings = devnet_settings(base, devnet)
+        prepared = await checked(settings)
+        composed = await stack.enter_async_context(
+            build_services(settings, services=services, chains=prepared, migrate_schema=True)
+        )
+        if worker:
+            await stack.enter_async_context(
+                running_worker(
+                    composed.engine,
+                    settings=worker_settings(settings),
+                    usage=services.store,
+                    price_book=services.prices,
+                    handlers=composed.handlers,
+                    secrets=composed.secrets,
+                    on_failure=metrics.webhook_delivery_failed if metrics else None,
+                )
+            )
+        yield await _demo_project(services.store, settings.data_dir / "demo.json", services)
+
+
+async def _demo_project(store: Store, path: Path, services: Services) -> dict[str, Any]:
+    """A FREE project on the devnet chains, made once and kept in demo.json: `apiKey` is its
+    first key, an admin key (it also creates policies, webhooks and keys); `serviceKey` is
+    the key to hand to apps and the SDK, which cannot change the project."""
+    saved = _read(path)
+    if saved is not None and await _valid(store, saved.get("apiKey")):
+        demo: dict[str, Any] = {**saved, "chains": _chains_json(services)}  # ports may move
+        if not await _valid(store, saved.get("serviceKey")):
+            # A demo.json written before keys had roles: its apiKey became admin.
+            project = await store.project(demo["projectId"])
+            demo["serviceKey"] = await _service_key(store, project.project_id, project.chains)
+        _write(path, demo)
+        return demo
+    # No demo yet, or a new database: make it (again).
+    chains = sorted(services.chains)
+    now = datetime.now(UTC)
+    owner = await store.create_user(f"demo-{now.timestamp()}@entryway.local", now)
+    project_id = await store.create_project(owner, "Demo", PlanName.FREE, chains, now)
+    admin = await store.issue_key(project_id, KeyEnvironment.TEST, chains, now, role=KeyRole.ADMIN)
+    demo = {
+        "apiKey": admin.secret,
+        "serviceKey": await _service_key(store, project_id, chains),
+        "projectId": project_id,
+        "chains": _chains_json(services),
+    }
+    _write(path, demo)
+    return demo
+
+
+async def _valid(store: Store, key: object) -> bool:
+    if not isinstance(key, str):
+        return False
+    try:
+        await store.authenticate(key)
+    except InvalidApiKeyError:
+        return False
+    return True
+
+
+async def _service_key(store: Store, project_id: str, chains: Iterable[int]) -> str:
+    now = datetime.now(UTC)
+    key = await store.issue_key(project_id, KeyEnvironment.TEST, list(chains), now)
+    return key.secret
+
+
+def _chains_json(services: Services) -> dict[str, Any]:
+    return {
+        str(c.chain_id): {
+            "rpcUrl": c.rpc_url,
+            "entryPoint": c.deployment.entry_point,
+            "accountFactory": c.deployment.account_factory,
+            "paymaster": c.deployment.paymaster,
+            "notary": c.deployment.notary,
+        }
+        for c in services.chains.values()
+    }
+
+
+# Small local files, read and written once at start-up: blocking I/O is fine here.
+def _read(path: Path) -> dict[str, Any] | None:
+    if not path.exists():
+        return None
+    data: dict[str, Any] = json.loads(path.read_text())
+    return data
+
+
+def _write(path: Path, demo: dict[str, Any]) -> None:
+    path.write_text(json.dumps(demo, indent=2) + "\n")
+    path.chmod(0o600)

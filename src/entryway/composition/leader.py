@@ -1,0 +1,125 @@
+"""`entryway bundler --config FILE --chain N` on a chain whose bundling is "intake": a
+standby until it holds the chain's leader lock, then the leader (`bundler.leader`).
+
+One leader per (chain id, executor key set), elected by a PostgreSQL advisory lock held on a
+connection of its own (`storage.leader_lock`): when the leader dies, so does that connection,
+and a standby polling every LOCK_POLL_S takes over. The leader follows the intake by polling
+it every INTAKE_POLL_S: a short indexed query, simpler than LISTEN/NOTIFY (which needs a
+connection held outside the pool, re-listening after every reconnect, and still a poll on
+takeover) and the same on SQLite. A leader that loses its lock's connection stops at once
+(exit status 1), rather than bundle alongside a new leader; its supervisor restarts it as a
+standby.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import signal
+import sys
+from collections.abc import Callable
+
+from entryway.bundler.leader import IntakeLeader
+from entryway.bundler.standalone import StandaloneSettings, build_bundler
+from entryway.bundler.states import BundlingMode
+from entryway.chain.rpc import EthClient, JsonRpcClient
+from entryway.errors import EntrywayError
+from entryway.settings.checks import database_url
+from entryway.settings.commands import BundlerChain
+from entryway.settings.model import Settings
+from entryway.storage.engine import make_engine
+from entryway.storage.intake import OpIntakeStore
+from entryway.storage.leader_lock import LeaderLock, leader_key
+
+log = logging.getLogger("entryway.bundler.leader")
+LOCK_POLL_S = 1.0
+INTAKE_POLL_S = 0.25
+
+
+class LeadershipLostError(EntrywayError):
+    """The leader lock's connection died: another process may be leading now."""
+
+
+async def run_leader(
+    database: str,
+    chain_id: int,
+    chain: BundlerChain,
+    stop: asyncio.Event,
+    *,
+    on_leading: Callable[[], None] = lambda: None,
+) -> None:
+    """Stand by for the chain's leader lock in `database` (a URL), then bundle from the intake
+    until `stop`; LeadershipLostError if the lock's connection dies while leading."""
+    if not chain.executor_keys:
+        raise EntrywayError(
+            f"chains: chain {chain_id}'s bundler needs its executor keys (executor_key_files)"
+        )
+    engine = make_engine(database)
+    executors = [key.address for key in chain.executor_keys]
+    lock = LeaderLock(engine, leader_key(chain_id, executors))
+    try:
+        log.info("chain %d: standing by for the bundler leader lock", chain_id)
+        while not await lock.try_acquire():
+            try:
+                await asyncio.wait_for(stop.wait(), LOCK_POLL_S)
+                return
+            except TimeoutError:
+                continue
+        log.info("chain %d: leading, executors %s", chain_id, ", ".join(executors))
+        on_leading()
+        await _lead(lock, chain_id, chain, stop)
+    finally:
+        await lock.release()
+        await engine.dispose()
+
+
+async def _lead(lock: LeaderLock, chain_id: int, chain: BundlerChain, stop: asyncio.Event) -> None:
+    async with JsonRpcClient(list(chain.rpc_urls)) as rpc:
+        eth = EthClient(rpc)
+        bundler_rpc = await build_bundler(
+            eth,
+            StandaloneSettings(
+                rpc_url=chain.rpc_urls,
+                entry_point=chain.entry_point,
+                executor_keys=chain.executor_keys,
+                mode=BundlingMode.AUTO,
+                fee_rules=chain.fee_rules,
+            ),
+        )
+        bundler = bundler_rpc.bundler
+        if bundler.config.chain_id != chain_id:
+            raise EntrywayError(f"the node answers chain {bundler.config.chain_id}, not {chain_id}")
+        leader = IntakeLeader(bundler, OpIntakeStore(lock.engine))
+        await bundler.start()
+        try:
+            while not stop.is_set():
+                if not await lock.still_held():
+                    raise LeadershipLostError(f"chain {chain_id}: lost the bundler leader lock")
+                try:
+                    await leader.step()
+                except Exception:
+                    log.exception("chain %d: the intake step failed; retrying", chain_id)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), INTAKE_POLL_S)
+        finally:
+            await bundler.stop()
+
+
+def bundles_from_intake(settings: Settings, chain_id: int) -> bool:
+    return any(c.chain_id == chain_id and c.bundling == "intake" for c in settings.chains)
+
+
+async def lead_until_signalled(settings: Settings, chain_id: int, chain: BundlerChain) -> None:
+    """`run_leader` until SIGINT or SIGTERM; a JSON line on stdout once this process leads."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+
+    def leading() -> None:
+        sys.stdout.write(json.dumps({"leading": chain_id}) + "\n")
+        sys.stdout.flush()
+
+    await run_leader(database_url(settings), chain_id, chain, stop, on_leading=leading)

@@ -1,0 +1,313 @@
+"""The composition root: `build_services(settings)` builds what every process runs on.
+
+`entryway up` (the devnet turned into settings), `entryway api` and `entryway worker` all
+call it; each then runs its own loop over what it yields: the HTTP server, the task worker.
+Nothing here reads the environment (the settings loader did) and nothing connects before
+it is called.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets as tokens
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from entryway.bundler.rpc_methods import BundlerRpc
+from entryway.bundler.standalone import StandaloneSettings, build_bundler
+from entryway.bundler.states import BundlingMode
+from entryway.chain.rpc import EthClient, JsonRpcClient
+from entryway.chain.transactor import Transactor
+from entryway.composition.bundling import INTAKE, intake_bundler
+from entryway.composition.events import alert_events, deposit_events, op_events
+from entryway.domain.notarization import NotarySettings
+from entryway.notary.anchor import Anchorer
+from entryway.notary.anchoring import notary_handlers
+from entryway.notary.batcher import running_batcher
+from entryway.notary.service import Notary
+from entryway.paymaster.deposit import DepositWatcher
+from entryway.paymaster.erc7677 import PaymasterChain, PaymasterRpc
+from entryway.paymaster.settlement import (
+    GRACE_SECONDS,
+    SETTLE_TASK,
+    SettleHandler,
+    SponsorshipSettler,
+)
+from entryway.service.limits import RequestLimits
+from entryway.service.ratelimit import RateLimiter, parse_limits
+from entryway.service.services import ChainRuntime, Services
+from entryway.service.wallet_wiring import bundler_port, recovery_flows
+from entryway.settings.checks import PreparedChain, checked, database_url
+from entryway.settings.model import Settings
+from entryway.settings.networks import register_networks
+from entryway.storage.billing import Billing
+from entryway.storage.engine import make_engine, migrate
+from entryway.storage.notary import NotaryStore
+from entryway.storage.policies import PolicyStore, SqlSponsorshipUsage
+from entryway.storage.private_files import private_directory, write_private_file
+from entryway.storage.secret_box import SecretBox
+from entryway.storage.store import Store
+from entryway.storage.webhook_secrets import seal_stored_secrets
+from entryway.storage.webhooks import WebhookStore
+from entryway.wallets.tasks import wallet_task_handlers
+from entryway.worker.worker import Handler
+
+log = logging.getLogger(__name__)
+DEPOSIT_CHECK_SECONDS = 30.0
+CYCLE_CLOSE_SECONDS = 60.0
+
+
+@dataclass
+class Composed:
+    """What `build_services` yields: the services, the database they share, the box that
+    opens webhook secrets, and every task kind's handler (webhook deliveries excepted: the
+    worker adds that one itself)."""
+
+    services: Services
+    engine: AsyncEngine
+    secrets: SecretBox
+    handlers: dict[str, Handler] = field(default_factory=dict)
+
+
+@asynccontextmanager
+async def build_services(
+    settings: Settings,
+    *,
+    services: Services | None = None,
+    chains: tuple[PreparedChain, ...] | None = None,
+    serving: bool = True,
+    migrate_schema: bool = False,
+    bundler: ChainBundler | None = None,
+) -> AsyncIterator[Composed]:
+    """Build and start every service of `settings`; stop them all when the block ends.
+
+    `chains`: already checked (`entryway.settings.checks.checked`); without them the start
+    checks run here and StartCheckError stops the process before anything is served.
+    `serving`: the loops that belong to a serving process (metering flushes, cycle closes,
+    the settler's sweep, deposit watchers, notary batches); a worker process runs without.
+    `services`: fill this instance (the one the HTTP app was created with).
+    `bundler`: how each chain's UserOperations reach it (`ChainBundler`); default: a
+    bundler in this process (`in_process_bundler`), or the durable intake on a chain whose
+    `bundling` is "intake" (`composition.bundling`).
+    """
+    services = services if services is not None else Services()
+    register_networks(settings.chains)  # before anything reads a chain's rules
+    prepared = chains if chains is not None else await checked(settings)
+    secrets = _secrets_box(settings, create=serving)
+    async with AsyncExitStack() as stack:
+        engine = make_engine(database_url(settings))
+        stack.push_async_callback(engine.dispose)
+        if migrate_schema:
+            await migrate(engine)
+        await seal_stored_secrets(engine, secrets)  # a wrong key stops the start here
+        store = Store(engine)
+        services.prices = settings.prices.price_book()
+        redis = settings.redis_url.get_secret_value() if settings.redis_url else None
+        limiter = RateLimiter(parse_limits(settings.rate_limits), redis)
+        stack.push_async_callback(limiter.aclose)
+        platform = services.attach(
+            store, billing=Billing(engine, settings.billing.billing_config()), limiter=limiter
+        )
+        services.webhook_secrets = secrets
+        services.webhook_destinations = settings.webhooks.destinations
+        services.admin_token = _admin_token(settings)
+        services.maintenance = {c.chain_id for c in settings.chains if c.maintenance}
+        events = WebhookStore(engine)
+        platform.meter.on_alert = alert_events(events)
+        if serving:
+            await platform.meter.start()
+            stack.push_async_callback(platform.meter.stop)
+            _background(stack, _close_cycles_forever(services))
+        for chain in prepared:
+            seam = bundler or _configured_bundler(chain, engine)
+            runtime = await _chain_runtime(stack, chain, seam)
+            services.chains[chain.settings.chain_id] = runtime
+        settler = await _paymaster(stack, services, store, events, prepared, settings, serving)
+        notary, notary_tasks = _notary(services, engine, events, prepared)
+        if serving:
+            await stack.enter_async_context(
+                running_batcher(notary.store, services.chains, notary.settings)
+            )
+        handlers: dict[str, Handler] = {
+            **notary_tasks,
+            **wallet_task_handlers(recovery_flows(services)),
+            SETTLE_TASK: SettleHandler(settler),
+        }
+        yield Composed(services, engine, secrets, handlers)
+
+
+def request_limits(settings: Settings) -> RequestLimits:
+    """What one request may hold: the service's defaults, with the settings' over them."""
+    return RequestLimits(**settings.limits.given())
+
+
+# The bundler seam: given the process's exit stack (to stop what it starts), the chain's node
+# client and its prepared settings, the port this process's use cases send UserOperations
+# through. `in_process_bundler` is the one there is today; see its docstring.
+ChainBundler = Callable[[AsyncExitStack, EthClient, PreparedChain], Awaitable[BundlerRpc]]
+
+
+def _configured_bundler(chain: PreparedChain, engine: AsyncEngine) -> ChainBundler:
+    """The chain's `bundling` setting: a bundler here, or the durable intake."""
+    if chain.settings.bundling == INTAKE:
+        return intake_bundler(engine)
+    return in_process_bundler
+
+
+async def _chain_runtime(
+    stack: AsyncExitStack, chain: PreparedChain, bundler: ChainBundler
+) -> ChainRuntime:
+    rpc = await stack.enter_async_context(JsonRpcClient(chain.settings.urls()))
+    eth = EthClient(rpc)
+    port = await bundler(stack, eth, chain)
+    return ChainRuntime(chain.settings.chain_id, rpc.url, chain.deployment, port, eth)
+
+
+async def in_process_bundler(
+    stack: AsyncExitStack, eth: EthClient, chain: PreparedChain
+) -> BundlerRpc:
+    """The bundler seam: how this process gets UserOperations onto the chain.
+
+    For now every process that serves a chain runs its own bundler here, in process, with
+    the chain's executor keys (as `entryway up` always has). A chain whose `bundling` is
+    "intake" gets `composition.bundling.intake_bundler` instead: each op is written to the
+    database, for the elected `entryway bundler --chain N` leader to read."""
+    rpc = await build_bundler(
+        eth,
+        StandaloneSettings(
+            rpc_url=eth.rpc.url,
+            entry_point=chain.deployment.entry_point,
+            executor_keys=chain.keys.executors,
+            mode=BundlingMode.AUTO,
+            fee_rules=chain.settings.fee_rules_resolved,
+        ),
+    )
+    await rpc.bundler.start()
+    stack.push_async_callback(rpc.bundler.stop)
+    return rpc
+
+
+async def _paymaster(
+    stack: AsyncExitStack,
+    services: Services,
+    store: Store,
+    events: WebhookStore,
+    prepared: tuple[PreparedChain, ...],
+    settings: Settings,
+    serving: bool,
+) -> SponsorshipSettler:
+    """ERC-7677 on every chain with the configured signer (a key file or variable, never the
+    database), the settler that turns holds into final charges, the deposit watchers."""
+    chains = services.chains.values()
+    signer = prepared[0].keys.paymaster_signer if prepared else None
+    if signer is not None:
+        services.paymaster = PaymasterRpc(
+            {
+                c.chain_id: PaymasterChain.on(
+                    c.eth, c.chain_id, c.deployment.entry_point, c.deployment.paymaster
+                )
+                for c in chains
+            },
+            signer,
+            PolicyStore(store.engine),
+            SqlSponsorshipUsage(store.engine),
+            store.ledger,
+            services.prices,
+            on_hold=services.platform.meter.alerts_may_be_due,  # holds may cross an alert
+        )
+    window = services.paymaster.settings if services.paymaster else None
+    settler = SponsorshipSettler(
+        store.ledger,
+        services.prices,
+        {c.chain_id: bundler_port(c) for c in chains},
+        on_settled=op_events(events),
+        counted=services.platform.meter.counted,
+        unsent_after=timedelta(
+            seconds=(window.validity_s + window.clock_skew_s if window else 0) + GRACE_SECONDS
+        ),
+    )
+    services.settler = settler
+    if serving:
+        await settler.start()
+        stack.push_async_callback(settler.stop)
+        for c in chains:
+            watcher = DepositWatcher(
+                c.eth,
+                c.chain_id,
+                c.deployment.entry_point,
+                c.deployment.paymaster,
+                settings.paymaster.deposit_alert_wei,
+                deposit_events(store, events),
+            )
+            _background(stack, _watch_deposit(services, watcher))
+    return settler
+
+
+def _notary(
+    services: Services,
+    engine: AsyncEngine,
+    events: WebhookStore,
+    prepared: tuple[PreparedChain, ...],
+) -> tuple[Notary, dict[str, Handler]]:
+    """Notarization: intake for every chain; anchoring from each chain's submitter key as
+    durable tasks (the returned handlers), batches sealed by the batcher."""
+    notaries = NotaryStore(engine)
+    notary = services.notary = Notary(notaries, services.chains, NotarySettings())
+    anchorers = {}
+    for chain in prepared:
+        runtime = services.chains[chain.settings.chain_id]
+        transactor = Transactor(runtime.eth, chain.keys.notary_submitter, runtime.chain_id)
+        anchorers[runtime.chain_id] = Anchorer(transactor, chain.deployment.notary)
+    return notary, dict(notary_handlers(notaries, anchorers, events))
+
+
+def _background(stack: AsyncExitStack, job: Awaitable[None]) -> None:
+    task = asyncio.ensure_future(job)
+    stack.callback(task.cancel)
+
+
+async def _watch_deposit(services: Services, watcher: DepositWatcher) -> None:
+    """Keep the deposit's latest reading for the operator (/v1/admin/paymaster); a fall under
+    the threshold alerts once (log and webhooks) until it recovers."""
+    while True:
+        try:
+            services.deposits[watcher.chain_id] = await watcher.check()
+        except Exception:
+            log.warning("cannot read the paymaster deposit on chain %d", watcher.chain_id)
+        await asyncio.sleep(DEPOSIT_CHECK_SECONDS)
+
+
+async def _close_cycles_forever(services: Services) -> None:
+    """Close billing cycles as they end (invoices, plan changes, next month's grants); a
+    project whose close fails does not hold up the others (`Billing.close_all_due`)."""
+    billing = services.platform.billing
+    while True:
+        try:
+            await billing.close_all_due(datetime.now(UTC))
+        except Exception:
+            log.exception("closing billing cycles failed; retrying in %.0f s", CYCLE_CLOSE_SECONDS)
+        await asyncio.sleep(CYCLE_CLOSE_SECONDS)
+
+
+def _secrets_box(settings: Settings, *, create: bool) -> SecretBox:
+    """The configured key, else the data directory's (made there by a serving process)."""
+    if create:
+        private_directory(settings.data_dir)  # 0700: keys, tokens, SQLite live here
+    return settings.secrets.source().box(settings.data_dir, create=create)
+
+
+def _admin_token(settings: Settings) -> str:
+    """The operator token for /v1/admin: configured, else made once and kept (0600) in the
+    data directory."""
+    if settings.admin_token is not None:
+        return settings.admin_token.get_secret_value()
+    path = settings.admin_token_file or settings.data_dir / "admin-token"
+    if settings.admin_token_file is None and not path.exists():
+        write_private_file(path, tokens.token_urlsafe(32) + "\n")
+    return Path(path).read_text().strip()

@@ -1,0 +1,48 @@
+"""What the settings say about serving and watching a process: the HTTP app with its limits,
+readiness thresholds, metrics registry and token, and the log set-up (docs/operations.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+
+from fastapi import FastAPI
+
+from entryway.composition.root import request_limits
+from entryway.observability.logs import configure_logging
+from entryway.observability.metrics import ServiceMetrics
+from entryway.service.app import create_app
+from entryway.service.readiness_checks import ReadinessSettings
+from entryway.service.services import Services
+from entryway.settings.model import Settings
+
+
+def readiness_settings(settings: Settings) -> ReadinessSettings:
+    given = settings.readiness
+    return ReadinessSettings(
+        executor_min_wei=given.executor_min_wei, deposit_min_wei=given.deposit_min_wei
+    )
+
+
+def http_app(
+    settings: Settings,
+    services: Services,
+    lifespan: Callable[[FastAPI], AbstractAsyncContextManager[None]],
+) -> FastAPI:
+    """The API over `services`, as the settings configure it. Its metrics registry is made
+    here and kept on `app.state.metrics`: the lifespan hands it to what runs in the process
+    beside the app (the embedded worker counts its failed webhook deliveries there)."""
+    token = settings.metrics_token
+    return create_app(
+        services,
+        lifespan,
+        limits=request_limits(settings),
+        readiness=readiness_settings(settings),
+        metrics=ServiceMetrics(),
+        metrics_token=token.get_secret_value() if token is not None else None,
+    )
+
+
+def configure_process_logging(settings: Settings) -> None:
+    """`log.format` (default: JSON lines unless stderr is a terminal) at `log.level`."""
+    configure_logging(settings.log.json_lines, settings.log.level)

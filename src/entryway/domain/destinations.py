@@ -1,0 +1,147 @@
+"""Where the service may send a tenant's HTTP requests (webhook deliveries), pure.
+
+A tenant chooses the URL, so a URL naming a loopback, private or link-local address would let
+it make the service reach internal services (and, from the answers, map them). By default a
+destination must be public: an http(s) URL without credentials whose address is globally
+reachable unicast. The host is judged twice: here when the URL is registered (literal
+addresses in any spelling a resolver accepts, and the `localhost` names), and again at
+delivery on every address DNS gives, just before connecting to one of them (see
+entryway.worker.destinations). `DestinationPolicy(allow_private=True)` lifts the address rules
+for operators whose receivers live on their own network.
+
+Ports: any, 1 to 65535. What keeps internal services out of reach is the address rule; on a
+public address the port is the receiver's own business.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+import unicodedata
+from dataclasses import dataclass
+from ipaddress import IPv4Address, IPv6Address, IPv6Network, ip_address
+from urllib.parse import urlsplit
+
+from entryway.errors import EntrywayError
+
+IPAddress = IPv4Address | IPv6Address
+
+NOT_ALLOWED = "destination not allowed"
+ALLOWED_SCHEMES = ("http", "https")
+
+# What inet_aton reads as an IPv4 address: one to four parts, each decimal, octal (leading 0)
+# or hex (0x). Only strings made of these characters go to inet_aton, whose C version stops at
+# the first space and would accept "1.2.3.4 anything".
+_IPV4_SPELLING = re.compile(r"[0-9a-fx.]+", re.IGNORECASE)
+# Full stops IDNA treats as label separators, as a resolver given the name would.
+_DOTS = str.maketrans({"\u3002": ".", "\uff0e": ".", "\uff61": "."})
+_NAT64 = IPv6Network("64:ff9b::/96")  # RFC 6052: the IPv4 address is the last 32 bits
+_LOOPBACK_NAMES = ("localhost", ".localhost")  # RFC 6761: always the loopback address
+
+
+class DestinationNotAllowedError(EntrywayError):
+    """The URL may not receive requests from the service (its address, credentials or
+    scheme)."""
+
+
+class InvalidDestinationError(DestinationNotAllowedError):
+    """Not an absolute http(s) URL at all."""
+
+
+@dataclass(frozen=True, slots=True)
+class DestinationPolicy:
+    allow_private: bool = False  # loopback, private, link-local ... allowed too
+
+    def check_address(self, address: IPAddress) -> None:
+        if not self.allow_private and not is_public(address):
+            raise DestinationNotAllowedError(f"{NOT_ALLOWED}: not a public address")
+
+
+PUBLIC_ONLY = DestinationPolicy()
+PRIVATE_ALLOWED = DestinationPolicy(allow_private=True)
+
+
+@dataclass(frozen=True, slots=True)
+class Destination:
+    scheme: str
+    host: str  # lower case, IDNA dots folded, no trailing dot, no brackets
+    port: int
+    address: IPAddress | None  # when the host is an address literal: no DNS to ask
+
+
+def check_destination(url: str, policy: DestinationPolicy = PUBLIC_ONLY) -> Destination:
+    """The URL's destination if the policy lets the service send to it, else
+    DestinationNotAllowedError (InvalidDestinationError when it is no http(s) URL)."""
+    if any(c.isspace() or ord(c) < 0x21 or ord(c) == 0x7F for c in url):
+        raise InvalidDestinationError("the URL contains whitespace or control characters")
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # e.g. an unclosed [ in the host
+        raise InvalidDestinationError("the URL cannot be parsed") from None
+    scheme = parts.scheme.lower()
+    if scheme not in ALLOWED_SCHEMES or not parts.hostname:
+        raise InvalidDestinationError("the URL must be an absolute http:// or https:// URL")
+    try:
+        given = parts.port
+    except ValueError:
+        given = 0
+    if given == 0:
+        raise InvalidDestinationError("the URL's port is not a number from 1 to 65535")
+    port = given or (443 if scheme == "https" else 80)
+    if parts.username is not None or parts.password is not None or "@" in parts.netloc:
+        raise DestinationNotAllowedError(f"{NOT_ALLOWED}: the URL must not carry credentials")
+    host = normal_host(parts.hostname)
+    address = literal_address(host)
+    if address is not None:
+        policy.check_address(address)
+    elif not policy.allow_private and (host == "localhost" or host.endswith(_LOOPBACK_NAMES)):
+        raise DestinationNotAllowedError(f"{NOT_ALLOWED}: a loopback name")
+    return Destination(scheme, host, port, address)
+
+
+def normal_host(host: str) -> str:
+    """The host as a resolver sees it: compatibility forms folded (full-width digits are
+    digits), IDNA's other full stops as dots, lower case, without the root's trailing dot."""
+    folded = unicodedata.normalize("NFKC", host).translate(_DOTS).lower()
+    return folded.strip("[]").removesuffix(".")
+
+
+def literal_address(host: str) -> IPAddress | None:
+    """The address `host` spells without DNS: an IPv6 literal, or IPv4 in every form the
+    system resolver accepts (inet_aton: `127.1`, `2130706433`, `0x7f000001`, `0177.0.0.1`)."""
+    try:
+        return ip_address(host)
+    except ValueError:
+        pass
+    if not _IPV4_SPELLING.fullmatch(host):
+        return None
+    try:
+        return IPv4Address(socket.inet_aton(host))
+    except OSError:
+        return None
+
+
+def is_public(address: IPAddress) -> bool:
+    """Globally reachable unicast, and so is every IPv4 address the IPv6 one carries (mapped,
+    NAT64, 6to4, Teredo): a public-looking IPv6 form cannot smuggle in a private IPv4."""
+    if isinstance(address, IPv6Address):
+        if address.ipv4_mapped is not None:
+            return _public(address.ipv4_mapped)
+        if address in _NAT64:
+            return _public(IPv4Address(int(address) & 0xFFFF_FFFF))
+        carried = [address.sixtofour, *(address.teredo or ())]
+        return _public(address) and all(_public(v4) for v4 in carried if v4 is not None)
+    return _public(address)
+
+
+def _public(address: IPAddress) -> bool:
+    # is_global alone lets multicast through, and ipaddress's tables change between Python
+    # versions: the narrower properties are asked as well.
+    return address.is_global and not (
+        address.is_multicast
+        or address.is_private
+        or address.is_reserved
+        or address.is_loopback
+        or address.is_link_local
+        or address.is_unspecified
+    )

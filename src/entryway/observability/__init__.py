@@ -1,0 +1,1 @@
+"""What operators watch a running service by: readiness, Prometheus metrics, structured logs."""

@@ -1,0 +1,93 @@
+"""What the service needs to serve, as readiness checks (entryway.observability.readiness):
+its database, Redis when rate limits are shared through it, and on each chain the node
+(answering with the right chain id), the bundler's executor balances and the paymaster's
+deposit. Details name amounts and public addresses, never credentials: RPC URLs are shown
+as scheme, host and port."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from functools import partial
+
+from limits.aio.storage import RedisStorage
+from sqlalchemy import text
+
+from entryway.observability.readiness import Check, NotReadyError
+from entryway.observability.redaction import public_url
+from entryway.service.services import ChainRuntime, Services
+
+
+@dataclass(frozen=True, slots=True)
+class ReadinessSettings:
+    executor_min_wei: int = 10**16  # an executor key under this cannot pay for bundles long
+    # None: the deposit watcher's own alert threshold; 0: the deposit is not checked.
+    deposit_min_wei: int | None = None
+    timeout_s: float = 2.0  # per check
+    cache_s: float = 2.0  # how long one run answers every poll
+
+
+def service_checks(services: Services, settings: ReadinessSettings) -> dict[str, Check]:
+    checks: dict[str, Check] = {"database": partial(_database, services)}
+    try:
+        limiter = services.platform.limiter
+    except RuntimeError:  # not started: the database check says so
+        limiter = None
+    if limiter is not None and isinstance(limiter.storage, RedisStorage):
+        checks["redis"] = partial(_redis, limiter.storage)
+    for chain_id, chain in sorted(services.chains.items()):
+        checks[f"chain.{chain_id}.rpc"] = partial(_rpc, chain)
+        if chain.rpc.bundler.executors:  # none on a chain bundled from the intake
+            checks[f"chain.{chain_id}.executors"] = partial(_executors, chain, settings)
+        if services.paymaster is not None and settings.deposit_min_wei != 0:
+            checks[f"chain.{chain_id}.paymaster_deposit"] = partial(
+                _deposit, services, chain_id, settings
+            )
+    return checks
+
+
+async def _database(services: Services) -> str:
+    try:
+        engine = services.store.engine
+    except RuntimeError:
+        raise NotReadyError("the service is not started") from None
+    async with engine.connect() as db:
+        await db.execute(text("SELECT 1"))
+    return f"{engine.dialect.name} answered"
+
+
+async def _redis(storage: RedisStorage) -> str:
+    if not await storage.check():
+        raise NotReadyError("no answer to PING")
+    return "answered PING"
+
+
+async def _rpc(chain: ChainRuntime) -> str:
+    where = public_url(chain.rpc_url)
+    answered = await chain.eth.chain_id()
+    if answered != chain.chain_id:
+        raise NotReadyError(f"{where} serves chain {answered}, not {chain.chain_id}")
+    return f"{where} serves chain {answered}"
+
+
+async def _executors(chain: ChainRuntime, settings: ReadinessSettings) -> str:
+    executors = chain.rpc.bundler.executors
+    balances = await asyncio.gather(*(chain.eth.get_balance(e.address) for e in executors))
+    low = [
+        f"{e.address} holds {b} wei"
+        for e, b in zip(executors, balances, strict=True)
+        if b < settings.executor_min_wei
+    ]
+    if low:
+        raise NotReadyError(f"under {settings.executor_min_wei} wei: {'; '.join(low)}")
+    return f"{len(executors)} executor(s), the poorest holds {min(balances)} wei"
+
+
+async def _deposit(services: Services, chain_id: int, settings: ReadinessSettings) -> str:
+    status = services.deposits.get(chain_id)
+    if status is None:
+        raise NotReadyError("the paymaster deposit has not been read yet")
+    floor = status.threshold_wei if settings.deposit_min_wei is None else settings.deposit_min_wei
+    if status.deposit_wei < floor:
+        raise NotReadyError(f"{status.deposit_wei} wei, under {floor} wei")
+    return f"{status.deposit_wei} wei (at least {floor} wei wanted)"

@@ -1,0 +1,131 @@
+"""The settings' own commands (`entryway config check`, `entryway migrate`) and what every
+command that serves uses to read and check its settings: each problem on a line of its own,
+exit status 2, nothing started."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+
+import typer
+from eth_account.signers.local import LocalAccount
+
+from entryway.domain.networks import FeeRules
+
+if TYPE_CHECKING:
+    from entryway.settings.checks import PreparedChain
+    from entryway.settings.model import Settings
+
+config_app = typer.Typer(name="config", help="Check the settings.", no_args_is_help=True)
+
+CONFIG_EXIT = 2  # the settings, or what they point at, are wrong: nothing was started
+ConfigFile = Annotated[
+    Path | None,
+    typer.Option(
+        "--config", help="TOML settings file (default: $ENTRYWAY_CONFIG).", show_default=False
+    ),
+]
+
+
+def settings_of(config: Path | None, **overrides: Any) -> Settings:
+    """The process's settings; each problem printed on a line of its own, exit status 2."""
+    from entryway.settings.loading import SettingsError, load_settings
+
+    try:
+        return load_settings(config, **overrides)
+    except SettingsError as exc:
+        fail(exc.problems)
+        raise  # not reached: fail exits
+
+
+def fail(problems: Sequence[str]) -> NoReturn:
+    for problem in problems:
+        typer.secho(f"error: {problem}", fg=typer.colors.RED, err=True)
+    raise typer.Exit(CONFIG_EXIT)
+
+
+def checked_chains(settings: Settings) -> tuple[PreparedChain, ...]:
+    """The start checks of every serving process: keys, nodes, contracts, database."""
+    from entryway.settings.checks import preflight
+
+    result = asyncio.run(preflight(settings, schema=True))
+    if not result.ok:
+        fail(result.problems)
+    return result.chains
+
+
+def migrate(config: ConfigFile = None) -> None:
+    """Bring the database's schema to this release's (idempotent; run before `api`)."""
+    from entryway.settings.checks import check_database, database_url, masked_database_url
+    from entryway.storage.engine import make_engine
+    from entryway.storage.engine import migrate as upgrade
+
+    settings = settings_of(config)
+
+    async def run() -> None:
+        problems = await check_database(settings)
+        if problems:
+            fail(problems)
+        engine = make_engine(database_url(settings))
+        try:
+            await upgrade(engine)
+        finally:
+            await engine.dispose()
+
+    asyncio.run(run())
+    typer.echo(f"schema up to date: {masked_database_url(settings)}")
+
+
+@config_app.command("check")
+def config_check(
+    config: ConfigFile = None,
+    offline: Annotated[bool, typer.Option(help="Check the file and keys only.")] = False,
+) -> None:
+    """Check the settings as a start would: each problem on a line naming its key (exit 2),
+    else a summary with secrets masked (exit 0)."""
+    from entryway.settings.checks import preflight, schema_problems, summary
+
+    settings = settings_of(config)
+    result = asyncio.run(preflight(settings, online=not offline))
+    if not result.ok:
+        fail(result.problems)
+    for line in summary(settings):
+        typer.echo(line)
+    if not offline:  # a fresh database is fine here: `migrate` comes next
+        behind = asyncio.run(schema_problems(settings))
+        typer.echo("schema     " + ("up to date" if not behind else "run `entryway migrate`"))
+    typer.echo("ok")
+
+
+@dataclass(frozen=True, slots=True)
+class BundlerChain:
+    """What `entryway bundler --config FILE --chain N` takes from the chain's table."""
+
+    rpc_urls: tuple[str, ...]
+    executor_keys: tuple[LocalAccount, ...]
+    entry_point: str
+    fee_rules: FeeRules
+
+
+def bundler_chain(config: Path | None, chain_id: int) -> BundlerChain:
+    """The chain's node URLs (each checked to answer with its id), executor keys and
+    EntryPoint from the settings; exit status 2 naming the key on a problem."""
+    from entryway.deploy.plan import ENTRY_POINT_ADDRESS
+    from entryway.settings.checks import check_rpc_urls, executor_keys
+    from entryway.settings.networks import register_networks
+
+    settings = settings_of(config)
+    found = [(i, c) for i, c in enumerate(settings.chains) if c.chain_id == chain_id]
+    if not found:
+        fail([f"chains: no chain {chain_id} in the settings"])
+    index, chain = found[0]
+    keys = executor_keys(index, chain)
+    problems = (keys if isinstance(keys, list) else []) + asyncio.run(check_rpc_urls(index, chain))
+    if problems or isinstance(keys, list):
+        fail(problems)
+    register_networks([chain])  # the sanity bounds follow the chain's configured rules
+    entry_point = chain.addresses.entry_point if chain.addresses else ENTRY_POINT_ADDRESS
+    return BundlerChain(tuple(chain.urls()), keys, entry_point, chain.fee_rules_resolved)

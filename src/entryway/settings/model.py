@@ -1,0 +1,372 @@
+"""What an operator configures, as one typed, frozen value (docs/configuration.md).
+
+Shape only: each field's type and bounds are checked here, offline. Whether the files can be
+read, the nodes answer and the database is there is checked by `entryway.settings.checks`,
+at the start of every process. Secrets (keys, tokens, URLs that may carry credentials) are
+`SecretStr`: their repr, and every message about them, shows `**********`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from limits import parse as parse_rate
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from entryway.domain.billing import BillingConfig
+from entryway.domain.destinations import PRIVATE_ALLOWED, PUBLIC_ONLY, DestinationPolicy
+from entryway.domain.evm import checksum
+from entryway.domain.networks import NETWORKS, FeeRules, fee_rules_for
+from entryway.domain.plans import PlanName
+from entryway.domain.pricebook import DEFAULT_NATIVE_PRICES, PriceBook
+from entryway.storage.secrets_key import SecretsKeySource
+
+PositiveInt = Annotated[int, Field(gt=0)]
+Wei = Annotated[int, Field(ge=0, lt=2**256)]
+Credits = Annotated[int, Field(ge=0, le=2**62)]
+
+
+class Section(BaseModel):
+    """A table of the config file: unknown keys are mistakes, values never change."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _address(value: str) -> str:
+    try:
+        return checksum(value)
+    except Exception:
+        raise ValueError("not a 20-byte hex address") from None
+
+
+class HttpSettings(Section):
+    host: str = "127.0.0.1"
+    port: Annotated[int, Field(ge=0, le=65_535)] = 8000
+
+
+class LimitSettings(Section):
+    """What one request may hold; unset: the service's defaults (docs/security.md)."""
+
+    max_body_bytes: PositiveInt | None = None
+    max_upload_bytes: PositiveInt | None = None
+    max_json_depth: PositiveInt | None = None
+    max_rpc_batch: PositiveInt | None = None
+    max_rpc_batch_heavy: PositiveInt | None = None
+
+    def given(self) -> dict[str, int]:
+        return {k: v for k, v in self.model_dump().items() if v is not None}
+
+
+class WebhookSettings(Section):
+    allow_private: bool = False  # deliver to private, loopback and link-local addresses too
+
+    @property
+    def destinations(self) -> DestinationPolicy:
+        return PRIVATE_ALLOWED if self.allow_private else PUBLIC_ONLY
+
+
+class SecretsSettings(Section):
+    """The key sealing secrets at rest: `key` (base64) or `key_file`, else the data
+    directory's `secrets-key`, made once by the service."""
+
+    key: SecretStr | None = None
+    key_file: Path | None = None
+    previous_keys: SecretStr = SecretStr("")  # base64, comma-separated: keys rotated out
+
+    @model_validator(mode="after")
+    def _one_source(self) -> SecretsSettings:
+        if self.key is not None and self.key_file is not None:
+            raise ValueError("give key or key_file, not both")
+        return self
+
+    @property
+    def configured(self) -> bool:
+        return self.key is not None or self.key_file is not None or bool(self.previous_keys)
+
+    def source(self) -> SecretsKeySource:
+        return SecretsKeySource(
+            key=self.key.get_secret_value() if self.key is not None else None,
+            key_file=self.key_file,
+            previous_keys=self.previous_keys.get_secret_value(),
+        )
+
+
+class PaymasterSettings(Section):
+    deposit_alert_wei: Wei = 10**17  # alert when the EntryPoint deposit falls under this
+    # The signer of every chain that names none of its own.
+    signer_key: SecretStr | None = None
+    signer_key_file: Path | None = None
+
+
+class PriceSettings(Section):
+    """Over the price book's defaults (docs/pricing.md): only what is given changes."""
+
+    native_token_micro_eur: dict[int, PositiveInt] = Field(default_factory=dict)
+    read: Credits | None = None
+    validation: Credits | None = None
+    sponsorship: Credits | None = None
+    relay_per_call: Credits | None = None
+    per_calldata_byte: Credits | None = None
+    account_creation: Credits | None = None
+    guardian_change: Credits | None = None
+    per_verification_step: Credits | None = None
+    recovery: Credits | None = None
+    notarization: Credits | None = None
+    notarization_per_kib: Credits | None = None
+    webhook_delivery: Credits | None = None
+
+    def price_book(self) -> PriceBook:
+        fees = {k: v for k, v in self.model_dump().items() if v is not None}
+        prices = {**DEFAULT_NATIVE_PRICES, **fees.pop("native_token_micro_eur")}
+        return PriceBook(native_token_micro_eur=prices, **fees)
+
+
+class BillingSettings(Section):
+    overage_micro_eur_per_credit: dict[PlanName, Credits] = Field(default_factory=dict)
+    overage_ceiling_credits: dict[PlanName, Credits] = Field(default_factory=dict)
+    overage_ceiling_months: Annotated[int, Field(ge=0, le=1_000)] | None = None
+    enterprise_overage_ceiling: Credits | None = None
+    enterprise_monthly_micro_eur: Credits = 0
+    enterprise_monthly_credits: Credits = 0
+
+    def billing_config(self) -> BillingConfig:
+        given = {k: v for k, v in self.model_dump().items() if v is not None}
+        return BillingConfig(**given)
+
+
+class WorkerSettings(Section):
+    concurrency: PositiveInt = 4
+    lease_seconds: Annotated[float, Field(gt=0)] = 30.0
+    poll_interval: Annotated[float, Field(gt=0)] = 1.0
+    shutdown_grace: Annotated[float, Field(ge=0)] = 10.0
+    delivery_timeout: Annotated[float, Field(gt=0)] = 10.0
+
+
+class ReadinessSettings(Section):
+    """The thresholds of /readyz (docs/operations.md)."""
+
+    executor_min_wei: Wei = 10**16  # the least an executor key may hold, the chain ready
+    # None: the deposit watcher's alert threshold; 0: the deposit is not checked.
+    deposit_min_wei: Wei | None = None
+
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+class LogSettings(Section):
+    format: Literal["json", "console"] | None = None  # None: json unless stderr is a terminal
+    level: str = "INFO"
+
+    @field_validator("level")
+    @classmethod
+    def _level(cls, value: str) -> str:
+        if value.strip().upper() not in LOG_LEVELS:
+            raise ValueError(f"not a log level: give one of {', '.join(LOG_LEVELS)}")
+        return value.strip().upper()
+
+    @property
+    def json_lines(self) -> bool | None:
+        """JSON lines or not; None: as the output is (`configure_logging` decides)."""
+        return None if self.format is None else self.format == "json"
+
+
+class FeeRuleSettings(Section):
+    """Over the network's own rules (domain/networks.py): only what is given changes."""
+
+    min_priority_fee_per_gas: Wei | None = None
+    l1_gas_price_oracle: str | None = None  # OP-stack GasPriceOracle; "" turns L1 fees off
+    max_fee_per_gas: Wei | None = None
+
+    @field_validator("l1_gas_price_oracle")
+    @classmethod
+    def _oracle(cls, value: str | None) -> str | None:
+        return _address(value) if value else value
+
+    def over(self, rules: FeeRules) -> FeeRules:
+        given: dict[str, Any] = {k: v for k, v in self.model_dump().items() if v is not None}
+        if given.get("l1_gas_price_oracle") == "":
+            given["l1_gas_price_oracle"] = None
+        return replace(rules, **given)
+
+
+class ContractAddresses(Section):
+    entry_point: str
+    account_factory: str
+    paymaster: str
+    notary: str
+
+    @field_validator("*")
+    @classmethod
+    def _checksummed(cls, value: str) -> str:
+        return _address(value)
+
+
+class ChainSettings(Section):
+    """One network. A known chain id (domain/networks.py) needs only its RPC URLs and keys;
+    another chain also names itself: name, native_token, testnet, explorer_url."""
+
+    chain_id: PositiveInt
+    rpc_urls: Annotated[list[SecretStr], Field(min_length=1)]  # failover, in this order
+    # How ops reach the chain: "in_process", a bundler in every serving process with the
+    # executor keys; "intake", written to the database for the elected `entryway bundler
+    # --chain N` leader (docs/deploy.md), the API then needing no executor key.
+    bundling: Literal["in_process", "intake"] = "in_process"
+    executor_key_files: list[Path]  # may be empty only with bundling = "intake"
+    paymaster_signer_key_file: Path | None = None  # default: [paymaster] signer_key(_file)
+    notary_submitter_key_file: Path
+    # Where the contracts are: given, or derived from the owner `entryway deploy` used.
+    addresses: ContractAddresses | None = None
+    deploy_owner: str | None = None
+    fee_rules: FeeRuleSettings = Field(default_factory=FeeRuleSettings)
+    maintenance: bool = False
+    name: str | None = None
+    native_token: str | None = None
+    testnet: bool | None = None
+    explorer_url: str | None = None
+
+    @field_validator("rpc_urls")
+    @classmethod
+    def _http_urls(cls, urls: list[SecretStr]) -> list[SecretStr]:
+        for url in urls:
+            if not url.get_secret_value().startswith(("http://", "https://")):
+                raise ValueError("each RPC URL starts with http:// or https://")
+        return urls
+
+    @field_validator("executor_key_files")
+    @classmethod
+    def _executors(cls, files: list[Path], info: ValidationInfo) -> list[Path]:
+        if not files and info.data.get("bundling", "in_process") == "in_process":
+            raise ValueError(
+                'give at least one executor key file (or bundling = "intake", where the '
+                "bundler leader holds them)"
+            )
+        return files
+
+    @field_validator("deploy_owner")
+    @classmethod
+    def _owner(cls, value: str | None) -> str | None:
+        return _address(value) if value is not None else None
+
+    @model_validator(mode="after")
+    def _complete(self) -> ChainSettings:
+        if (self.addresses is None) == (self.deploy_owner is None):
+            raise ValueError("give the contract addresses or the deploy_owner, one of the two")
+        if self.chain_id not in NETWORKS:
+            missing = [
+                name
+                for name in ("name", "native_token", "testnet", "explorer_url")
+                if getattr(self, name) is None
+            ]
+            if missing:
+                raise ValueError(
+                    f"chain {self.chain_id} is not a known network: give {', '.join(missing)}"
+                )
+        return self
+
+    @property
+    def fee_rules_resolved(self) -> FeeRules:
+        return self.fee_rules.over(fee_rules_for(self.chain_id))
+
+    @property
+    def display_name(self) -> str:
+        known = NETWORKS.get(self.chain_id)
+        return self.name or (known.name if known else str(self.chain_id))
+
+    def urls(self) -> list[str]:
+        return [u.get_secret_value() for u in self.rpc_urls]
+
+
+class Settings(BaseSettings):
+    """Everything a process of Entryway is configured with. Built by `load_settings`
+    (a TOML file, then ENTRYWAY_* variables over it) or directly (the devnet of `up`)."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="ENTRYWAY_",
+        env_nested_delimiter="__",
+        extra="forbid",
+        frozen=True,
+        case_sensitive=False,
+    )
+
+    data_dir: Path = Path(".entryway")  # SQLite, the secrets key and admin token by default
+    database_url: SecretStr | None = None  # default: SQLite in data_dir
+    redis_url: SecretStr | None = None  # shared rate limits; in memory without
+    rate_limits: str = ""  # e.g. "FREE=10/second,PRO=100/second" over the defaults
+    admin_token: SecretStr | None = None  # operator token for /v1/admin
+    admin_token_file: Path | None = None  # default: <data_dir>/admin-token, made once
+    metrics_token: SecretStr | None = None  # opens /metrics to scrapers off this host
+    http: HttpSettings = Field(default_factory=HttpSettings)
+    limits: LimitSettings = Field(default_factory=LimitSettings)
+    webhooks: WebhookSettings = Field(default_factory=WebhookSettings)
+    secrets: SecretsSettings = Field(default_factory=SecretsSettings)
+    paymaster: PaymasterSettings = Field(default_factory=PaymasterSettings)
+    prices: PriceSettings = Field(default_factory=PriceSettings)
+    billing: BillingSettings = Field(default_factory=BillingSettings)
+    worker: WorkerSettings = Field(default_factory=WorkerSettings)
+    readiness: ReadinessSettings = Field(default_factory=ReadinessSettings)
+    log: LogSettings = Field(default_factory=LogSettings)
+    chains: list[ChainSettings] = Field(default_factory=list)
+
+    @field_validator("rate_limits")
+    @classmethod
+    def _rate_limits(cls, value: str) -> str:
+        for part in filter(None, (p.strip() for p in value.split(","))):
+            name, _, rate = part.partition("=")
+            try:
+                PlanName(name.strip().upper())
+                parse_rate(rate.strip())
+            except ValueError:
+                raise ValueError(
+                    "not a list of PLAN=N/period items, e.g. FREE=10/second,PRO=100/second"
+                ) from None
+        return value
+
+    @field_validator("metrics_token")
+    @classmethod
+    def _token(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and not value.get_secret_value().strip():
+            raise ValueError("empty: give a token, or leave it unset")
+        return value
+
+    @field_validator("chains")
+    @classmethod
+    def _distinct(cls, chains: list[ChainSettings]) -> list[ChainSettings]:
+        ids = [c.chain_id for c in chains]
+        if len(set(ids)) != len(ids):
+            raise ValueError("each chain id appears once")
+        return chains
+
+    @model_validator(mode="after")
+    def _one_admin_token(self) -> Settings:
+        if self.admin_token is not None and self.admin_token_file is not None:
+            raise ValueError("give admin_token or admin_token_file, not both")
+        return self
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Variables over the file: the loader passes the TOML file's tables as init values,
+        so ENTRYWAY_* (and the documented flat names) come first. Without the loader (the
+        devnet of `up`, tests) only the values given count."""
+        from entryway.settings.loading import LegacyEnvironment, reading_environment
+
+        if not reading_environment():
+            return (init_settings,)
+        return (env_settings, LegacyEnvironment(settings_cls), init_settings)

@@ -1,0 +1,173 @@
+"""The durable op intake: what an API replica accepted, for the chain's bundler leader.
+
+An op is written here by `write_intake` inside the unit of work that charges its relay
+(`Ledger.record_accepted_op`), so an op whose hash was returned is both durable and
+accounted, or neither. The elected leader of the chain (`entryway bundler --chain N`) reads
+the open rows (`OpIntakeStore.open_ops`), bundles them, and writes back what became of each
+(`OpIntakeStore.mark`); any replica answers for an op from its row and the chain.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from sqlalchemy import RowMapping, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from entryway.bundler.states import OpStatus
+from entryway.domain.userop import UserOperation
+from entryway.domain.userop_json import op_from_json, op_to_json
+from entryway.storage.schema import op_intake
+from entryway.storage.tasks import as_utc
+
+OPEN = (OpStatus.PENDING.value, OpStatus.SUBMITTED.value)  # the leader still owes an outcome
+
+
+@dataclass(frozen=True, slots=True)
+class IntakeRecord:
+    chain_id: int
+    user_op_hash: str  # 0x-prefixed, lower-case
+    entry_point: str
+    op: UserOperation
+    project_id: str | None
+    status: OpStatus
+    reason: str | None
+    tx_hash: str | None
+    received_at: datetime
+
+
+async def write_intake(
+    db: AsyncConnection,
+    *,
+    chain_id: int,
+    user_op_hash: str,
+    entry_point: str,
+    op: UserOperation,
+    project_id: str | None,
+    at: datetime,
+) -> None:
+    """Add an op to the intake on the caller's transaction; the same op again (a client
+    retrying its send) neither fails nor aborts that transaction: it changes nothing, unless
+    the op was dropped, when it is pending again."""
+    values = {
+        "chain_id": chain_id,
+        "user_op_hash": user_op_hash.lower(),
+        "entry_point": entry_point,
+        "sender": op.sender,
+        "nonce": str(op.nonce),
+        "user_op": json.dumps(op_to_json(op), separators=(",", ":")),
+        "project_id": project_id,
+        "state": OpStatus.PENDING.value,
+        "received_at": at,
+        "updated_at": at,
+    }
+    dialect = postgresql if db.dialect.name == "postgresql" else sqlite
+    statement = dialect.insert(op_intake).values(**values)
+    # An op the leader dropped, sent again, is open again (its charge is not repeated: the
+    # relay's usage key is the op's); an open or finished one stays as it is.
+    revived = {"state": OpStatus.PENDING.value, "reason": None, "tx_hash": None, "updated_at": at}
+    await db.execute(
+        statement.on_conflict_do_update(
+            index_elements=["chain_id", "user_op_hash"],
+            set_=revived,
+            where=op_intake.c.state == OpStatus.DROPPED.value,
+        )
+    )
+
+
+def _record(row: RowMapping) -> IntakeRecord:
+    return IntakeRecord(
+        chain_id=int(row["chain_id"]),
+        user_op_hash=str(row["user_op_hash"]),
+        entry_point=str(row["entry_point"]),
+        op=op_from_json(json.loads(str(row["user_op"]))),
+        project_id=None if row["project_id"] is None else str(row["project_id"]),
+        status=OpStatus(str(row["state"])),
+        reason=None if row["reason"] is None else str(row["reason"]),
+        tx_hash=None if row["tx_hash"] is None else str(row["tx_hash"]),
+        received_at=as_utc(row["received_at"]),
+    )
+
+
+class OpIntakeStore:
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+
+    async def add(
+        self,
+        *,
+        chain_id: int,
+        user_op_hash: str,
+        entry_point: str,
+        op: UserOperation,
+        project_id: str | None = None,
+        at: datetime | None = None,
+    ) -> None:
+        """An op accepted without accounting (nothing to charge), in a transaction of its own."""
+        async with self.engine.begin() as db:
+            await write_intake(
+                db,
+                chain_id=chain_id,
+                user_op_hash=user_op_hash,
+                entry_point=entry_point,
+                op=op,
+                project_id=project_id,
+                at=at or datetime.now(UTC),
+            )
+
+    async def get(self, chain_id: int, user_op_hash: str) -> IntakeRecord | None:
+        query = select(op_intake).where(
+            op_intake.c.chain_id == chain_id, op_intake.c.user_op_hash == user_op_hash.lower()
+        )
+        async with self.engine.connect() as db:
+            row = (await db.execute(query)).mappings().first()
+        return None if row is None else _record(row)
+
+    async def open_ops(
+        self, chain_id: int, *, skip: frozenset[str] = frozenset(), limit: int = 500
+    ) -> list[IntakeRecord]:
+        """The chain's ops still owed an outcome, oldest first, but those in `skip` (already
+        loaded by the caller)."""
+        query = (
+            select(op_intake)
+            .where(op_intake.c.chain_id == chain_id, op_intake.c.state.in_(OPEN))
+            .order_by(op_intake.c.received_at)
+        )
+        if skip:
+            query = query.where(op_intake.c.user_op_hash.not_in(sorted(skip)))
+        async with self.engine.connect() as db:
+            rows = (await db.execute(query.limit(limit))).mappings().all()
+        return [_record(row) for row in rows]
+
+    async def mark(
+        self,
+        chain_id: int,
+        user_op_hash: str,
+        status: OpStatus,
+        *,
+        tx_hash: str | None = None,
+        reason: str | None = None,
+        at: datetime | None = None,
+    ) -> bool:
+        """Write what became of an op still open; a final outcome is never overwritten
+        (False: the op was not open)."""
+        statement = (
+            update(op_intake)
+            .where(
+                op_intake.c.chain_id == chain_id,
+                op_intake.c.user_op_hash == user_op_hash.lower(),
+                op_intake.c.state.in_(OPEN),
+            )
+            .values(
+                state=status.value,
+                tx_hash=tx_hash,
+                reason=reason,
+                updated_at=at or datetime.now(UTC),
+            )
+        )
+        async with self.engine.begin() as db:
+            result = await db.execute(statement)
+        return bool(result.rowcount)

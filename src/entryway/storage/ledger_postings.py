@@ -1,0 +1,302 @@
+"""The credit ledger's postings, each on the caller's connection, inside its transaction:
+locking a project, the lots a charge may draw from, charging (usage events, FIFO draws, the
+overage counter), drawing more or giving back for a hold, and the unit-of-work runner that
+retries a transaction lost to a concurrent twin or to SQLite's writer lock."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any, TypeVar
+
+from sqlalchemy import and_, insert, select, update
+from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from entryway.domain.billing import BillingConfig
+from entryway.domain.credits import (
+    CreditAccount,
+    CreditLot,
+    Draw,
+    LotKind,
+    check_amount,
+    check_hold,
+)
+from entryway.domain.plans import plan
+from entryway.storage.ledger_records import (
+    Charge,
+    LedgerError,
+    UsageContext,
+    UsageRecord,
+    UsageStatus,
+    quote_breakdown,
+    utc,
+)
+from entryway.storage.schema import credit_lots, projects, usage_draws, usage_events
+
+T = TypeVar("T")
+_SQLITE_RETRIES = 20
+
+
+@dataclass(frozen=True, slots=True)
+class _LockedProject:
+    cycle_overage: int
+    overage_ceiling: int
+
+
+async def lock_project(
+    db: AsyncConnection, project_id: str, config: BillingConfig
+) -> _LockedProject:
+    """Serialise a project's ledger work (PostgreSQL row lock; SQLite locks the file)."""
+    query = select(projects.c.cycle_overage, projects.c.plan).where(
+        projects.c.project_id == project_id
+    )
+    if db.dialect.name == "postgresql":
+        query = query.with_for_update()
+    row = (await db.execute(query)).one_or_none()
+    if row is None:
+        raise LedgerError(f"unknown project {project_id}")
+    return _LockedProject(int(row.cycle_overage), config.overage_ceiling(plan(row.plan)))
+
+
+async def live_account(
+    db: AsyncConnection, project_id: str, at: datetime, until: datetime | None = None
+) -> CreditAccount:
+    """Only the lots a charge at `at` (or any time up to `until`) can draw from, oldest
+    first (FIFO); `consume` picks among them by each charge's own time."""
+    rows = (
+        await db.execute(
+            select(credit_lots)
+            .where(
+                credit_lots.c.project_id == project_id,
+                credit_lots.c.remaining > 0,
+                credit_lots.c.granted_at <= (until or at),
+                credit_lots.c.expires_at > at,
+            )
+            .order_by(credit_lots.c.granted_at, credit_lots.c.lot_id)
+        )
+    ).all()
+    lots = tuple(
+        CreditLot(
+            r.lot_id,
+            LotKind(r.kind),
+            r.amount,
+            r.remaining,
+            utc(r.granted_at),
+            utc(r.expires_at),
+        )
+        for r in rows
+    )
+    return CreditAccount(lots=lots)
+
+
+async def charge_project(
+    db: AsyncConnection, config: BillingConfig, project_id: str, batch: list[tuple[int, Charge]]
+) -> dict[int, UsageRecord]:
+    """Charge a project's share of a batch (`Ledger.record_many`): its known keys read at
+    once, its lots once, events, draws and lot updates written in bulk."""
+    keys = {c.idempotency_key for _, c in batch}
+    known = {
+        r.idempotency_key: UsageRecord(
+            r.event_id, r.credits, r.overage, True, UsageStatus(r.status)
+        )
+        for r in (
+            await db.execute(
+                select(usage_events).where(
+                    usage_events.c.project_id == project_id,
+                    usage_events.c.idempotency_key.in_(keys),
+                )
+            )
+        ).all()
+    }
+    fresh = [c.at for _, c in batch if c.idempotency_key not in known]
+    for _, c in batch:
+        check_amount(c.credits, f"the charge {c.idempotency_key}")
+    done: dict[int, UsageRecord] = {}
+    account = CreditAccount()
+    locked = _LockedProject(0, 0)
+    if fresh:
+        locked = await lock_project(db, project_id, config)
+        account = await live_account(db, project_id, min(fresh), max(fresh))
+    events: list[dict[str, Any]] = []
+    draws: list[dict[str, Any]] = []
+    lot_deltas: dict[str, int] = {}
+    overage_total = 0
+    for i, c in batch:
+        if c.idempotency_key in known:  # charged before, or earlier in this batch
+            done[i] = replace(known[c.idempotency_key], duplicate=True)
+            continue
+        account, used = account.consume(c.credits, c.at)
+        if c.status is UsageStatus.HELD:  # an estimate: refused past the ceiling
+            overage = locked.cycle_overage + overage_total
+            check_hold(c.credits, used.from_lots, overage, locked.overage_ceiling)
+        event_id = str(uuid.uuid4())
+        ctx = c.context or UsageContext()
+        events.append(
+            {
+                "event_id": event_id, "project_id": project_id,
+                "idempotency_key": c.idempotency_key, "operation": c.operation,
+                "credits": c.credits, "overage": used.overage, "created_at": c.at,
+                "key_id": ctx.key_id, "endpoint": ctx.endpoint, "chain_id": ctx.chain_id,
+                "subject": ctx.subject, "policy_id": ctx.policy_id,
+                "reference": ctx.reference, "status": c.status.value,
+                "breakdown": quote_breakdown(c.quote),
+                "settled_at": c.at if c.status is UsageStatus.SETTLED else None,
+            }
+        )  # fmt: skip
+        for draw in used.draws:
+            draws.append({"event_id": event_id, "lot_id": draw.lot_id, "credits": draw.credits})
+            lot_deltas[draw.lot_id] = lot_deltas.get(draw.lot_id, 0) + draw.credits
+        overage_total += used.overage
+        done[i] = known[c.idempotency_key] = UsageRecord(
+            event_id, c.credits, used.overage, False, c.status
+        )
+    if events:
+        await db.execute(insert(usage_events), events)
+    if draws:
+        await db.execute(insert(usage_draws), draws)
+    for lot_id, delta in lot_deltas.items():
+        await db.execute(
+            update(credit_lots)
+            .where(credit_lots.c.lot_id == lot_id)
+            .values(remaining=credit_lots.c.remaining - delta)
+        )
+    if overage_total:
+        await db.execute(
+            update(projects)
+            .where(projects.c.project_id == project_id)
+            .values(cycle_overage=projects.c.cycle_overage + overage_total)
+        )
+    return done
+
+
+async def draw(
+    db: AsyncConnection,
+    project_id: str,
+    event_id: str,
+    credits: int,
+    at: datetime,
+) -> int:
+    """Take `credits` more FIFO for an event (a settlement dearer than its hold); what no
+    lot covers is overage. Returns it."""
+    account = await live_account(db, project_id, at) if credits else CreditAccount()
+    _, consumption = account.consume(credits, at)
+    for taken in consumption.draws:
+        await db.execute(
+            update(credit_lots)
+            .where(credit_lots.c.lot_id == taken.lot_id)
+            .values(remaining=credit_lots.c.remaining - taken.credits)
+        )
+        await add_draw(db, event_id, taken)
+    if consumption.overage:
+        await shift_overage(db, project_id, event_id, consumption.overage)
+    return consumption.overage
+
+
+async def give_back(db: AsyncConnection, project_id: str, event_id: str, credits: int) -> None:
+    """Return `credits` of an event: overage first, then lots, newest draw first."""
+    overage = int(
+        await db.scalar(select(usage_events.c.overage).where(usage_events.c.event_id == event_id))
+        or 0
+    )
+    from_overage = min(overage, credits)
+    if from_overage:
+        await shift_overage(db, project_id, event_id, -from_overage)
+    left = credits - from_overage
+    draws = (
+        await db.execute(
+            select(usage_draws, credit_lots.c.granted_at)
+            .join(credit_lots, credit_lots.c.lot_id == usage_draws.c.lot_id)
+            .where(usage_draws.c.event_id == event_id)
+            .order_by(credit_lots.c.granted_at.desc(), credit_lots.c.lot_id.desc())
+        )
+    ).all()
+    for d in draws:
+        if not left:
+            break
+        back = min(left, int(d.credits))
+        left -= back
+        await db.execute(
+            update(credit_lots)
+            .where(credit_lots.c.lot_id == d.lot_id)
+            .values(remaining=credit_lots.c.remaining + back)
+        )
+        await db.execute(
+            update(usage_draws)
+            .where(and_(usage_draws.c.event_id == event_id, usage_draws.c.lot_id == d.lot_id))
+            .values(credits=usage_draws.c.credits - back)
+        )
+    if left:
+        raise LedgerError(f"event {event_id} has {left} credits fewer than it gives back")
+
+
+async def add_draw(db: AsyncConnection, event_id: str, draw: Draw) -> None:
+    where = and_(usage_draws.c.event_id == event_id, usage_draws.c.lot_id == draw.lot_id)
+    done = await db.execute(
+        update(usage_draws).where(where).values(credits=usage_draws.c.credits + draw.credits)
+    )
+    if not done.rowcount:
+        await db.execute(
+            insert(usage_draws).values(event_id=event_id, lot_id=draw.lot_id, credits=draw.credits)
+        )
+
+
+async def shift_overage(db: AsyncConnection, project_id: str, event_id: str, credits: int) -> None:
+    """Move an event's overage and its project's cycle counter together. Giving back
+    overage never takes the counter under zero (a cycle closed since has billed it)."""
+    await db.execute(
+        update(usage_events)
+        .where(usage_events.c.event_id == event_id)
+        .values(overage=usage_events.c.overage + credits)
+    )
+    current = int(
+        await db.scalar(select(projects.c.cycle_overage).where(projects.c.project_id == project_id))
+        or 0
+    )
+    await db.execute(
+        update(projects)
+        .where(projects.c.project_id == project_id)
+        .values(cycle_overage=max(current + credits, 0))
+    )
+
+
+async def event(db: AsyncConnection, project_id: str, idempotency_key: str) -> Any:
+    return (
+        await db.execute(
+            select(usage_events).where(
+                usage_events.c.project_id == project_id,
+                usage_events.c.idempotency_key == idempotency_key,
+            )
+        )
+    ).one_or_none()
+
+
+async def link(db: AsyncConnection, project_id: str, idempotency_key: str, reference: str) -> bool:
+    done = await db.execute(
+        update(usage_events)
+        .where(
+            usage_events.c.project_id == project_id,
+            usage_events.c.idempotency_key == idempotency_key,
+        )
+        .values(reference=reference)
+    )
+    return bool(done.rowcount)
+
+
+async def run_unit(engine: AsyncEngine, work: Callable[[AsyncConnection], Awaitable[T]]) -> T:
+    """Run `work` in one transaction. A concurrent twin winning the idempotency race
+    (IntegrityError) or SQLite's writer lock (OperationalError) rolls ours back whole;
+    the retry then finds the twin's result or gets the lock."""
+    for attempt in range(_SQLITE_RETRIES):
+        try:
+            async with engine.begin() as db:
+                return await work(db)
+        except IntegrityError:
+            if attempt:
+                raise
+        except OperationalError as exc:
+            if "locked" not in str(exc) or attempt == _SQLITE_RETRIES - 1:
+                raise
+    raise AssertionError("unreachable")

@@ -1,0 +1,69 @@
+"""Telling a database that cannot be reached from one that refused a statement.
+
+While PostgreSQL restarts, fails over or is out of connections, every unit of work fails
+with a connection error; the request was not carried out and may be sent again once the
+database answers. The service answers those 503 with Retry-After (service/edge.py) instead
+of a 500 that reads as a bug. A statement the database refused (a constraint, a syntax
+error) is not an outage: it stays a 500."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from asyncpg import exceptions as pg
+from sqlalchemy import exc as sa
+
+# PostgreSQL's class 08 (connection exceptions) and the class 57 states of a server going
+# down or not yet up; not 57014 (a statement cancelled by its timeout).
+_UNAVAILABLE = (
+    sa.TimeoutError,  # no pooled connection came free in time
+    OSError,  # refused, reset, timed out: raised by the driver only (see below)
+    pg.PostgresConnectionError,
+    pg.AdminShutdownError,
+    pg.CrashShutdownError,
+    pg.CannotConnectNowError,
+)
+
+
+_DRIVERS = frozenset({"asyncpg", "sqlalchemy"})
+
+
+def database_unavailable(exc: BaseException) -> bool:
+    """Whether `exc` says the database could not be reached (connecting, or the connection
+    lost mid-statement), as SQLAlchemy or asyncpg raise it."""
+    chain = list(_chain(exc))
+    if not any(isinstance(e, sa.SQLAlchemyError | pg.PostgresError) or _raised_in_driver(e)
+               for e in chain):  # fmt: skip
+        return False  # an OSError of an RPC node or a webhook is no database outage
+    return any(
+        (isinstance(e, sa.DBAPIError) and e.connection_invalidated) or isinstance(e, _UNAVAILABLE)
+        for e in chain
+    )
+
+
+def _raised_in_driver(exc: BaseException) -> bool:
+    """Whether `exc` came out of asyncpg or SQLAlchemy code: a refused connection reaches the
+    caller as the bare OSError asyncpg's connect raised."""
+    tb = exc.__traceback__
+    while tb is not None:
+        module = str(tb.tb_frame.f_globals.get("__name__", ""))
+        if module.split(".", 1)[0] in _DRIVERS:
+            return True
+        tb = tb.tb_next
+    return False
+
+
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    """`exc`, its causes and contexts, and the driver's errors SQLAlchemy wrapped."""
+    seen: set[int] = set()
+    todo: list[BaseException] = [exc]
+    while todo:
+        current = todo.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        yield current
+        linked = [current.__cause__, current.__context__]
+        if isinstance(current, sa.DBAPIError):
+            linked.append(current.orig)
+        todo.extend(e for e in linked if isinstance(e, BaseException))

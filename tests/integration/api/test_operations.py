@@ -1,0 +1,132 @@
+"""The operator endpoints on a real database: /readyz answers 200 while the database answers
+and 503 (with Retry-After, naming the check) once it is gone; /metrics exposes the service's
+metric families, counts requests by route template, and reads the task queue when scraped."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from prometheus_client.parser import text_string_to_metric_families
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from entryway.service.ratelimit import RateLimiter
+from entryway.storage.engine import make_engine
+from entryway.storage.store import Store
+from entryway.storage.tasks import TaskQueue
+from tests.integration.api.conftest import ADMIN_TOKEN, Api, make_api
+from tests.integration.api.test_rate_limits import redis_url
+
+FAMILIES = {
+    "entryway_http_requests",
+    "entryway_http_request_duration_seconds",
+    "entryway_webhook_delivery_failures",
+    "entryway_mempool_ops",
+    "entryway_bundles_sent",
+    "entryway_bundle_gas_used",
+    "entryway_userops_included",
+    "entryway_userops_dropped",
+    "entryway_node_rpc_failures",
+    "entryway_paymaster_deposit_wei",
+    "entryway_credits_charged",
+    "entryway_tasks",
+    "entryway_task_oldest_age_seconds",
+}
+OPERATOR = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+
+
+async def test_ready_while_the_database_answers(api: Api) -> None:
+    public = await api.client.get("/readyz")
+    assert public.status_code == 200, public.text
+    assert public.json() == {"status": "ready", "checks": {"database": {"ok": True}}}
+    detailed = await api.client.get("/readyz", headers=OPERATOR)
+    assert detailed.json()["checks"]["database"]["detail"].endswith("answered")
+
+
+async def test_not_ready_once_the_database_is_gone(api: Api) -> None:
+    # Nothing listens on port 1: every connection attempt is refused.
+    gone = make_engine("postgresql://entryway:hunter2@127.0.0.1:1/entryway")
+    api.services.attach(Store(gone))
+    try:
+        answer = await api.client.get("/readyz", headers=OPERATOR)
+    finally:
+        await gone.dispose()
+    assert answer.status_code == 503
+    assert int(answer.headers["Retry-After"]) >= 1
+    body = answer.json()
+    assert (body["status"], body["failing"]) == ("not_ready", ["database"])
+    assert body["checks"]["database"]["ok"] is False
+    assert "hunter2" not in answer.text and "127.0.0.1:1" not in answer.text
+
+
+async def test_redis_is_checked_when_rate_limits_are_shared_through_it(
+    engine: AsyncEngine,
+) -> None:
+    async for api in make_api(engine, RateLimiter(redis_url=await redis_url())):
+        answer = await api.client.get("/readyz")
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["checks"]["redis"] == {"ok": True}
+    # Nothing listens on port 1.
+    async for api in make_api(engine, RateLimiter(redis_url="redis://:hunter2@127.0.0.1:1/0")):
+        answer = await api.client.get("/readyz", headers=OPERATOR)
+        assert answer.status_code == 503
+        assert answer.json()["failing"] == ["redis"]
+        assert "hunter2" not in answer.text
+
+
+def samples(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    return {
+        (s.name, frozenset(s.labels.items())): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+async def test_metrics_count_requests_by_route_template_and_read_the_queue(api: Api) -> None:
+    await TaskQueue(api.services.store.engine).enqueue(
+        "test.waiting", {}, project_id=None, run_at=datetime.now(UTC) - timedelta(minutes=2)
+    )
+    before = await api.client.get("/metrics")
+    assert before.status_code == 200
+    assert before.headers["content-type"].startswith("text/plain")
+    names = {f.name for f in text_string_to_metric_families(before.text)}
+    assert names >= FAMILIES, FAMILIES - names
+
+    missing = await api.client.get("/v1/tasks/no-such-task", headers=api.auth())
+    assert missing.status_code == 404
+    after = samples((await api.client.get("/metrics")).text)
+
+    route = frozenset({("method", "GET"), ("route", "/v1/tasks/{task_id}"), ("status", "404")})
+    assert samples(before.text).get(("entryway_http_requests_total", route), 0.0) == 0.0
+    assert after[("entryway_http_requests_total", route)] == 1.0
+    assert not any("no-such-task" in dict(labels).get("route", "") for _, labels in after)
+    queued = frozenset({("kind", "test.waiting"), ("state", "queued")})
+    assert after[("entryway_tasks", queued)] == 1.0
+    age = after[("entryway_task_oldest_age_seconds", frozenset({("kind", "test.waiting")}))]
+    assert 100 < age < 600
+
+
+async def test_credits_charged_are_counted_by_operation_not_by_project(api: Api) -> None:
+    who = await api.services.store.authenticate(api.key)
+    quote = api.services.prices.notarization_quote(data_bytes=32, verification_steps=1)
+    assert quote.credits > 0
+    meter = api.services.platform.meter
+    await meter.charge(who, quote, "metrics-1", endpoint="notarizations")
+    await meter.charge(who, quote, "metrics-1", endpoint="notarizations")  # the same charge
+
+    after = samples((await api.client.get("/metrics")).text)
+    charged = {
+        dict(labels)["operation"]: value
+        for (name, labels), value in after.items()
+        if name == "entryway_credits_charged_total"
+    }
+    assert charged == {"notarization": float(quote.credits)}
+    assert not any(api.project_id in str(labels) for _, labels in after)
+
+
+async def test_metrics_off_this_host_take_a_token(api: Api) -> None:
+    proxied = {"X-Forwarded-For": "203.0.113.9"}
+    refused = await api.client.get("/metrics", headers=proxied)
+    assert refused.status_code == 401
+    assert refused.json()["code"] == "metrics_token_required"
+    allowed = await api.client.get("/metrics", headers={**proxied, **OPERATOR})
+    assert allowed.status_code == 200

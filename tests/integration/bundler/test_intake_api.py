@@ -1,0 +1,118 @@
+"""An API replica on a chain whose bundling is "intake" (real devnet): an op sent to
+/rpc/{chainId} is validated here, then written to the durable intake with its relay charge in
+one transaction, and nothing is bundled by the API itself; a refused op is written nowhere;
+the status and the by-hash answer come from the intake row until the chain has the op."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+from sqlalchemy import func, select
+
+from entryway.bundler.intake import IntakeBundler
+from entryway.bundler.rpc_types import user_operation_json
+from entryway.bundler.standalone import StandaloneSettings, build_bundler
+from entryway.bundler.states import OpStatus
+from entryway.chain.rpc import EthClient
+from entryway.devnet.devnet import Devnet
+from entryway.domain.plans import PlanName
+from entryway.service.app import create_app
+from entryway.service.services import ChainRuntime, Services
+from entryway.storage.engine import make_engine, migrate, sqlite_url
+from entryway.storage.intake import OpIntakeStore
+from entryway.storage.schema import op_intake, usage_events
+from entryway.storage.store import Store
+from tests.integration.bundler.test_service_chain_routes import CHAIN, rpc, tenant
+from tests.integration.harness import ETHER, Harness
+
+Client = tuple[httpx.AsyncClient, Services, IntakeBundler]
+
+
+@pytest.fixture
+async def intake_service(tmp_path: Path, devnet: Devnet, eth: EthClient) -> AsyncIterator[Client]:
+    engine = make_engine(sqlite_url(tmp_path))
+    await migrate(engine)
+    services = Services()
+    services.attach(Store(engine, auth_cache_seconds=0))
+    deployment = devnet.chains[0].deployment
+    intake = OpIntakeStore(engine)
+    bundler_rpc = await build_bundler(
+        eth,
+        StandaloneSettings(
+            rpc_url=devnet.chains[0].rpc_url,
+            entry_point=deployment.entry_point,
+            executor_keys=(),  # the API holds no executor key
+        ),
+        make=lambda *parts: IntakeBundler(*parts, intake=intake),
+    )
+    assert isinstance(bundler_rpc.bundler, IntakeBundler)
+    services.chains[CHAIN] = ChainRuntime(CHAIN, "", deployment, bundler_rpc, eth)
+    transport = httpx.ASGITransport(app=create_app(services), raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url="http://svc.test") as client:
+        yield client, services, bundler_rpc.bundler
+    await engine.dispose()
+
+
+async def test_an_accepted_op_goes_to_the_intake_with_its_charge(
+    intake_service: Client, harness: Harness
+) -> None:
+    client, services, bundler = intake_service
+    pid, key = await tenant(services, PlanName.FREE, [CHAIN])
+    auth = {"Authorization": f"Bearer {key}"}
+    ep = harness.deployment.entry_point
+    payer = harness.new_key()
+    op = await harness.build_op(payer.address, b"")
+    await harness.fund(op.sender, ETHER)
+    op = harness.sign(op, payer)
+
+    send = rpc("eth_sendUserOperation", user_operation_json(op), ep)
+    r = await client.post(f"/rpc/{CHAIN}", headers=auth, json=send)
+    op_hash = r.json()["result"]
+    again = await client.post(f"/rpc/{CHAIN}", headers=auth, json=send)  # a client's retry
+    assert again.json()["result"] == op_hash
+
+    row = await OpIntakeStore(services.store.engine).get(CHAIN, op_hash)
+    assert row is not None
+    assert (row.status, row.project_id, row.op) == (OpStatus.PENDING, pid, op)
+    engine = services.store.engine
+    async with engine.connect() as db:
+        assert await db.scalar(select(func.count()).select_from(usage_events)) == 1
+    assert len(bundler.mempool) == 0  # the leader bundles it, not the API
+
+    status = await client.post(
+        f"/rpc/{CHAIN}", headers=auth, json=rpc("entryway_getUserOperationStatus", op_hash)
+    )
+    assert status.json()["result"] == {"status": "pending"}
+    by_hash = await client.post(
+        f"/rpc/{CHAIN}", headers=auth, json=rpc("eth_getUserOperationByHash", op_hash)
+    )
+    assert by_hash.json()["result"]["userOperation"] == user_operation_json(op)
+    receipt = await client.post(
+        f"/rpc/{CHAIN}", headers=auth, json=rpc("eth_getUserOperationReceipt", op_hash)
+    )
+    assert receipt.json()["result"] is None
+
+    await OpIntakeStore(engine).mark(CHAIN, op_hash, OpStatus.DROPPED, reason="nonce already used")
+    status = await client.post(
+        f"/rpc/{CHAIN}", headers=auth, json=rpc("entryway_getUserOperationStatus", op_hash)
+    )
+    assert status.json()["result"] == {"status": "dropped", "reason": "nonce already used"}
+
+
+async def test_an_op_failing_validation_is_written_nowhere(
+    intake_service: Client, harness: Harness
+) -> None:
+    client, services, _ = intake_service
+    _, key = await tenant(services, PlanName.FREE, [CHAIN])
+    payer = harness.new_key()
+    op = await harness.build_op(payer.address, b"")  # not funded: its prefund fails
+    op = harness.sign(op, payer)
+    send = rpc("eth_sendUserOperation", user_operation_json(op), harness.deployment.entry_point)
+    r = await client.post(f"/rpc/{CHAIN}", headers={"Authorization": f"Bearer {key}"}, json=send)
+    assert "error" in r.json(), r.text
+    async with services.store.engine.connect() as db:
+        assert await db.scalar(select(func.count()).select_from(op_intake)) == 0
+        assert await db.scalar(select(func.count()).select_from(usage_events)) == 0

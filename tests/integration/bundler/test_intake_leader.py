@@ -1,0 +1,171 @@
+"""The bundler leader over the durable intake (real devnet): it bundles what the intake holds
+and writes back each op's outcome; on taking over it recognises what a dead leader's bundles
+already did (an op mined is marked included, never sent again; an op whose nonce is used is
+dropped with that reason); an op that no longer validates is dropped with the reason."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from eth_account.signers.local import LocalAccount
+
+from entryway.bundler.leader import IntakeLeader
+from entryway.bundler.rpc_methods import BundlerRpc
+from entryway.bundler.standalone import StandaloneSettings, build_bundler
+from entryway.bundler.states import BundlingMode, OpStatus, Tracked
+from entryway.chain.rpc import EthClient
+from entryway.devnet.devnet import Devnet
+from entryway.domain.evm import hex_to_bytes
+from entryway.domain.userop import UserOperation, user_op_hash
+from entryway.storage.engine import make_engine, migrate, sqlite_url
+from entryway.storage.intake import IntakeRecord, OpIntakeStore
+from tests.integration.harness import ETHER, Harness
+
+Leading = tuple[IntakeLeader, OpIntakeStore, BundlerRpc]
+
+
+@pytest.fixture
+async def leading(tmp_path: Path, devnet: Devnet, eth: EthClient) -> AsyncIterator[Leading]:
+    engine = make_engine(sqlite_url(tmp_path))
+    await migrate(engine)
+    executor = Harness.new_key()
+    await eth.rpc.request("anvil_setBalance", [executor.address, hex(1000 * ETHER)])
+    rpc = await build_bundler(
+        eth,
+        StandaloneSettings(
+            rpc_url=devnet.chains[0].rpc_url,
+            entry_point=devnet.chains[0].deployment.entry_point,
+            executor_keys=(executor,),
+            mode=BundlingMode.MANUAL,  # the test says when a bundle goes
+        ),
+    )
+    await rpc.bundler.start()
+    intake = OpIntakeStore(engine)
+    yield IntakeLeader(rpc.bundler, intake), intake, rpc
+    await rpc.bundler.stop()
+    await engine.dispose()
+
+
+async def signed_op(harness: Harness, *, funded: bool = True) -> UserOperation:
+    op, _ = await owned_op(harness, funded=funded)
+    return op
+
+
+async def owned_op(harness: Harness, *, funded: bool = True) -> tuple[UserOperation, LocalAccount]:
+    owner = harness.new_key()
+    op = await harness.build_op(owner.address, b"")
+    if funded:
+        await harness.fund(op.sender, ETHER)
+    return harness.sign(op, owner), owner
+
+
+async def into_intake(harness: Harness, intake: OpIntakeStore, op: UserOperation) -> str:
+    ep = harness.deployment.entry_point
+    op_hash = "0x" + user_op_hash(op, ep, harness.chain_id).hex()
+    await intake.add(chain_id=harness.chain_id, user_op_hash=op_hash, entry_point=ep, op=op)
+    return op_hash
+
+
+async def settled(leader: IntakeLeader, intake: OpIntakeStore, op_hash: str) -> IntakeRecord:
+    for _ in range(100):
+        await leader.step()
+        row = await intake.get(leader.chain_id, op_hash)
+        assert row is not None
+        if row.status in (OpStatus.INCLUDED, OpStatus.FAILED, OpStatus.DROPPED):
+            return row
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"op {op_hash} still {row.status}")
+
+
+async def test_the_leader_bundles_the_intake_and_writes_back_the_outcome(
+    leading: Leading, harness: Harness
+) -> None:
+    leader, intake, rpc = leading
+    op_hash = await into_intake(harness, intake, await signed_op(harness))
+    await leader.step()
+    assert len(rpc.bundler.mempool) == 1
+    tx = await rpc.bundler.bundle_once(wait=True)
+    row = await settled(leader, intake, op_hash)
+    assert (row.status, row.tx_hash) == (OpStatus.INCLUDED, tx)
+    assert await intake.open_ops(harness.chain_id) == []
+
+
+async def test_a_new_leader_recognises_what_the_dead_one_sent(
+    leading: Leading, harness: Harness
+) -> None:
+    leader, intake, rpc = leading
+    mined = await signed_op(harness)
+    mined_hash = await into_intake(harness, intake, mined)
+    await harness.handle_ops([mined])  # the dead leader's bundle, mined after it died
+    sent, owner = await owned_op(harness)
+    twin = harness.sign(replace(sent, call_gas_limit=sent.call_gas_limit + 1), owner)
+    twin_hash = await into_intake(harness, intake, twin)
+    await harness.handle_ops([sent])  # another op of the same nonce got there first
+
+    row = await settled(leader, intake, mined_hash)
+    assert row.status is OpStatus.INCLUDED
+    assert row.tx_hash is not None
+    dropped = await settled(leader, intake, twin_hash)
+    assert dropped.status is OpStatus.DROPPED
+    assert dropped.reason is not None and dropped.reason.startswith("nonce already used")
+    assert len(rpc.bundler.mempool) == 0  # neither sent again
+
+
+async def test_an_op_that_no_longer_validates_is_dropped_with_the_reason(
+    leading: Leading, harness: Harness
+) -> None:
+    leader, intake, rpc = leading
+    op_hash = await into_intake(harness, intake, await signed_op(harness, funded=False))
+    row = await settled(leader, intake, op_hash)
+    assert row.status is OpStatus.DROPPED
+    assert row.reason is not None and row.reason.startswith("refused on revalidation: ")
+    assert len(rpc.bundler.mempool) == 0
+
+
+async def test_an_op_dropped_here_but_mined_by_the_dead_leaders_bundle_is_included(
+    leading: Leading, harness: Harness
+) -> None:
+    """The dead leader's bundle was still pending at takeover and landed first: this leader's
+    own copy of the op fails, yet the op is on the chain, and the row says so."""
+    leader, intake, rpc = leading
+    op = await signed_op(harness)
+    op_hash = await into_intake(harness, intake, op)
+    await leader.step()
+    assert len(rpc.bundler.mempool) == 1
+    bundle = await harness.handle_ops([op])  # the dead leader's bundle lands
+    rpc.bundler.mempool.clear()
+    rpc.bundler.tracked[hex_to_bytes(op_hash)] = Tracked(OpStatus.DROPPED, reason="AA25")
+    row = await settled(leader, intake, op_hash)
+    assert (row.status, row.reason) == (OpStatus.INCLUDED, None)
+    assert row.tx_hash == bundle.receipt.tx_hash
+
+
+async def test_an_op_refused_for_room_waits_in_the_intake_until_there_is_some(
+    leading: Leading, harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The API, its mempool empty, took a fifth op of an unstaked sender; the leader, four of
+    that sender's ops pending, has no room for it yet: it waits, and is bundled after them."""
+    monkeypatch.setattr("entryway.bundler.leader.RETRY_S", 0.0)
+    leader, intake, rpc = leading
+    deploy, owner = await owned_op(harness)
+    await into_intake(harness, intake, deploy)
+    await leader.step()
+    await rpc.bundler.bundle_once(wait=True)
+    ops = []
+    for key in range(1, 6):  # distinct nonce keys: all five valid at once
+        op = await harness.build_op(owner.address, b"", sender=deploy.sender, nonce=key << 64)
+        ops.append(harness.sign(op, owner))
+    hashes = [await into_intake(harness, intake, op) for op in ops]
+    await leader.step()
+    assert len(rpc.bundler.mempool) == 4
+    fifth = await intake.get(harness.chain_id, hashes[4])
+    assert fifth is not None and fifth.status is OpStatus.PENDING  # waiting, not dropped
+    for _ in range(5):  # one op per sender in a bundle
+        await rpc.bundler.bundle_once(wait=True)
+        await leader.step()
+    for op_hash in hashes:  # the fifth too: a dropped op would stay dropped
+        assert (await settled(leader, intake, op_hash)).status is OpStatus.INCLUDED

@@ -1,0 +1,256 @@
+"""Where webhooks may be sent (pure): public http(s) destinations only, whatever spelling the
+URL gives a private address; the operator's opt-in lifts the address rules only."""
+
+from __future__ import annotations
+
+import socket
+from ipaddress import IPv4Address, IPv4Network, IPv6Address, ip_address
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from entryway.domain.destinations import (
+    PRIVATE_ALLOWED,
+    PUBLIC_ONLY,
+    DestinationNotAllowedError,
+    InvalidDestinationError,
+    check_destination,
+    is_public,
+    literal_address,
+)
+from entryway.domain.webhooks import EndpointNotAllowedError, check_endpoint_url
+
+REFUSED_URLS = [
+    "http://127.0.0.1:8080/hooks",
+    "http://localhost/hooks",
+    "http://LOCALHOST./hooks",
+    "http://api.localhost:3000/",
+    "http://[::1]/",
+    "http://[::]/",
+    "http://169.254.169.254/latest/meta-data/",
+    "http://0x7f000001:8080/",
+    "http://2130706433/",
+    "http://0177.0.0.1/",
+    "http://127.1/",
+    "http://0/",
+    "http://user:pass@127.0.0.1/admin",
+    "https://user:pass@example.org/hooks",  # credentials, even to a public host
+    "https://token@example.org/hooks",
+    "http://10.1.2.3/",
+    "http://172.16.0.1/",
+    "http://192.168.1.1/",
+    "http://100.64.0.1/",  # carrier-grade NAT
+    "http://0.0.0.0/",
+    "http://255.255.255.255/",
+    "http://240.0.0.1/",
+    "http://224.0.0.1/",
+    "http://[ff02::1]/",
+    "http://[fe80::1%25eth0]/",
+    "http://[fc00::1]/",
+    "http://[fd12:3456::1]/",
+    "http://[::ffff:127.0.0.1]/",
+    "http://[::ffff:a9fe:a9fe]/",  # 169.254.169.254, mapped
+    "http://[::127.0.0.1]/",  # IPv4-compatible
+    "http://[2002:a00:1::1]/",  # 6to4 of 10.0.0.1
+    "http://[64:ff9b::a00:1]/",  # NAT64 of 10.0.0.1
+    "http://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/",  # Teredo
+    "http://\uff11\uff12\uff17.0.0.1/",  # full-width digits: 127.0.0.1 after NFKC
+    "http://127\u30020\u30020\u30021/",  # ideographic full stops
+]
+
+ALLOWED_URLS = [
+    "https://example.org/hooks?x=1",
+    "http://93.184.216.34:9999/hooks",  # any port on a public address
+    "https://[2606:4700:4700::1111]/hooks",
+    "http://[::ffff:8.8.8.8]/",  # mapped public IPv4
+    "http://[64:ff9b::808:808]/",  # NAT64 of a public IPv4
+    "http://[2002:808:808::1]/",  # 6to4 of a public IPv4
+    "https://hooks.example.org:8443/in",
+    "https://xn--bcher-kva.example/in",
+]
+
+
+@pytest.mark.parametrize("url", REFUSED_URLS)
+def test_private_loopback_and_credentialed_urls_are_refused(url: str) -> None:
+    with pytest.raises(DestinationNotAllowedError):
+        check_destination(url)
+    with pytest.raises(EndpointNotAllowedError):
+        check_endpoint_url(url)
+
+
+@pytest.mark.parametrize("url", ALLOWED_URLS)
+def test_public_destinations_are_allowed(url: str) -> None:
+    assert check_endpoint_url(url) == url
+
+
+def test_the_operators_opt_in_allows_private_addresses_but_never_credentials() -> None:
+    for url in ("http://127.0.0.1:8080/hooks", "http://localhost/", "http://[fd00::1]/"):
+        check_destination(url, PRIVATE_ALLOWED)
+        assert check_endpoint_url(url, PRIVATE_ALLOWED) == url
+    with pytest.raises(EndpointNotAllowedError):
+        check_endpoint_url("http://user:pass@127.0.0.1/", PRIVATE_ALLOWED)
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["ftp://example.org/", "example.org/hooks", "http:///nohost", "https://a b/", "http://a:0/"],
+)
+def test_what_is_no_http_url_is_invalid_rather_than_refused(url: str) -> None:
+    with pytest.raises(InvalidDestinationError):
+        check_destination(url, PRIVATE_ALLOWED)
+
+
+def test_the_destination_names_host_port_and_a_literal_address() -> None:
+    named = check_destination("https://Hooks.Example.org./in")
+    assert (named.scheme, named.host, named.port, named.address) == (
+        "https",
+        "hooks.example.org",
+        443,
+        None,
+    )
+    literal = check_destination("http://0x08080808:81/", PUBLIC_ONLY)
+    assert (literal.port, literal.address) == (81, IPv4Address("8.8.8.8"))
+
+
+# --- every spelling of an IPv4 address the resolver accepts -------------------------------
+
+PRIVATE_V4 = [
+    IPv4Network(n)
+    for n in (
+        "127.0.0.0/8",
+        "10.0.0.0/8",
+        "172.16.0.0/12",
+        "192.168.0.0/16",
+        "100.64.0.0/10",
+        "169.254.0.0/16",
+        "0.0.0.0/8",
+        "224.0.0.0/4",
+        "240.0.0.0/4",
+    )
+]
+
+
+@st.composite
+def private_v4(draw: st.DrawFn) -> IPv4Address:
+    network = draw(st.sampled_from(PRIVATE_V4))
+    offset = draw(st.integers(0, network.num_addresses - 1))
+    return network[offset]
+
+
+public_v4 = st.integers(0, 2**32 - 1).map(IPv4Address).filter(is_public)
+
+
+@st.composite
+def number(draw: st.DrawFn, value: int) -> str:
+    """`value` in decimal, octal (leading zeros) or hex (either case of 0x and digits)."""
+    radix = draw(st.sampled_from(["dec", "oct", "hex"]))
+    if radix == "dec":
+        return str(value)
+    if radix == "oct":
+        return "0" * draw(st.integers(1, 3)) + format(value, "o")
+    digits = format(value, "x")
+    return draw(st.sampled_from(["0x", "0X"])) + draw(st.sampled_from([digits, digits.upper()]))
+
+
+@st.composite
+def ipv4_spelling(draw: st.DrawFn, address: IPv4Address) -> str:
+    """One of the forms inet_aton reads: a.b.c.d, a.b.c (16-bit tail), a.b (24-bit tail), or
+    one 32-bit number, each part in its own radix."""
+    n = int(address)
+    octets = [(n >> s) & 0xFF for s in (24, 16, 8, 0)]
+    parts = draw(st.sampled_from([4, 3, 2, 1]))
+    values = {
+        4: octets,
+        3: [*octets[:2], n & 0xFFFF],
+        2: [octets[0], n & 0xFFFFFF],
+        1: [n],
+    }[parts]
+    return ".".join([draw(number(v)) for v in values])
+
+
+@st.composite
+def ipv6_carrying(draw: st.DrawFn, address: IPv4Address) -> str:
+    """An IPv6 form that reaches (or names) `address`: mapped, compatible, 6to4, NAT64."""
+    n = int(address)
+    high, low = f"{n >> 16:x}", f"{n & 0xFFFF:x}"
+    tail = draw(st.integers(0, 0xFFFF))
+    return draw(
+        st.sampled_from(
+            [
+                f"[::ffff:{address}]",
+                f"[::ffff:{high}:{low}]",
+                f"[::{address}]",
+                f"[2002:{high}:{low}::{tail:x}]",
+                f"[64:ff9b::{address}]",
+                f"[64:ff9b::{high}:{low}]",
+            ]
+        )
+    )
+
+
+@given(st.data())
+def test_a_private_ipv4_address_is_refused_in_every_spelling(data: st.DataObject) -> None:
+    address = data.draw(private_v4())
+    host = data.draw(ipv4_spelling(address))
+    # The spelling is one the system's resolver reads as this very address...
+    assert IPv4Address(socket.inet_aton(host)) == address
+    assert literal_address(host) == address
+    # ...and the check refuses it, on any port and path.
+    port = data.draw(st.integers(1, 65535))
+    with pytest.raises(DestinationNotAllowedError):
+        check_destination(f"http://{host}:{port}/hooks")
+
+
+@given(st.data())
+def test_an_ipv6_form_of_a_private_ipv4_address_is_refused(data: st.DataObject) -> None:
+    address = data.draw(private_v4())
+    host = data.draw(ipv6_carrying(address))
+    assert not is_public(ip_address(host.strip("[]")))
+    with pytest.raises(DestinationNotAllowedError):
+        check_destination(f"https://{host}/hooks")
+
+
+@given(st.data())
+def test_a_public_ipv4_address_passes_in_every_spelling(data: st.DataObject) -> None:
+    address = data.draw(public_v4)
+    host = data.draw(ipv4_spelling(address))
+    destination = check_destination(f"http://{host}/hooks")
+    assert destination.address == address
+
+
+@given(st.integers(0, 2**128 - 1).map(IPv6Address))
+def test_an_ipv6_address_passes_only_if_global_unicast(address: IPv6Address) -> None:
+    url = f"http://[{address}]/"
+    outcome = is_public(address)
+    if outcome:
+        check_destination(url)
+        assert not (address.is_private or address.is_multicast or address.is_link_local)
+    else:
+        with pytest.raises(DestinationNotAllowedError):
+            check_destination(url)
+
+
+def test_names_that_only_look_numeric_are_names() -> None:
+    for host in ("cafe.be", "add.fed", "0xdeadbeef.example", "1e100.net", "08.0.0.1"):
+        assert literal_address(host) is None
+    assert literal_address("1.2.3.4 junk") is None  # C inet_aton would stop at the space
+
+
+@given(
+    st.one_of(
+        st.text(max_size=60),
+        st.builds(
+            "{}://{}/".format,
+            st.sampled_from(["http", "https"]),
+            st.text(alphabet="[]:%@.0x7fF\u3002\uff10abc-/?#", max_size=30),
+        ),
+    )
+)
+def test_any_text_is_a_destination_or_a_refusal_never_a_crash(url: str) -> None:
+    try:
+        destination = check_destination(url)
+    except DestinationNotAllowedError:
+        return
+    assert destination.scheme in ("http", "https") and 1 <= destination.port <= 65535
+    assert destination.address is None or is_public(destination.address)
