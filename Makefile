@@ -7,9 +7,16 @@ STAMP := $(VENV)/.stamp
 NPM_STAMP := node_modules/.stamp
 DATA_DIR ?= .entryway
 
-.PHONY: setup run test lint typecheck format contracts lock bench-gas bench-bundler bench-api bench-multiprocess bench-notary bench-sponsor clean devnet
+.PHONY: chromium setup run test lint typecheck format contracts lock bench-gas bench-bundler bench-api bench-multiprocess bench-notary bench-sponsor clean devnet
 
-setup: $(STAMP) $(NPM_STAMP)
+setup: $(STAMP) $(NPM_STAMP) chromium
+
+# Debian's Chromium, for the dashboard's browser tests (Playwright drives it headless).
+# Installed once with apt (as root, or through sudo); nothing is downloaded at test time.
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium; }
 
 # Python: a virtualenv with the locked, hashed dependencies, then the project itself (editable).
 $(STAMP): requirements/dev.txt pyproject.toml sdk/pyproject.toml

@@ -16,14 +16,22 @@ ENTRYWAY = str(Path(sys.executable).with_name("entryway"))
 
 
 async def start(
-    data_dir: Path, port: int, *extra: str, env: Mapping[str, str] | None = None
+    data_dir: Path,
+    port: int,
+    *extra: str,
+    env: Mapping[str, str] | None = None,
+    log: Path | None = None,
 ) -> asyncio.subprocess.Process:
-    """`entryway up` with `extra` arguments and `env` over this process's environment."""
+    """`entryway up` with `extra` arguments and `env` over this process's environment;
+    its output goes to `log` when given."""
+    out = log.open("ab") if log is not None else asyncio.subprocess.DEVNULL
     proc = await asyncio.create_subprocess_exec(
         ENTRYWAY, "up", "--data-dir", str(data_dir), "--port", str(port), "--base-port", "0",
-        *extra, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+        *extra, stdout=out, stderr=asyncio.subprocess.STDOUT if log else out,
         env={**os.environ, **(env or {})},
     )  # fmt: skip
+    if log is not None:
+        out.close()  # type: ignore[union-attr]
     async with httpx.AsyncClient() as http:
         for _ in range(600):
             try:

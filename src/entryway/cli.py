@@ -154,7 +154,7 @@ def up(
         ) as demo:
             api = f"http://{host}:{port}"
             typer.secho(f"API        {api}  (GET /healthz, /get-sdk-defaults, POST /rpc/<chainId>)")
-            typer.secho("Dashboard  not built yet")
+            typer.secho(f"Dashboard  {api}/dashboard  (sign up; operator: sign in with the token)")
             typer.secho(f"API key    {demo['apiKey']}  (admin; also in {data / 'demo.json'})")
             typer.secho(f"Service    {demo['serviceKey']}  (for apps and the SDK)")
             typer.secho(f"Operator   token in {data / 'admin-token'}  (/v1/admin/...)")

@@ -9,6 +9,8 @@ from contextlib import AbstractAsyncContextManager
 from fastapi import FastAPI
 
 from entryway.composition.root import request_limits
+from entryway.dashboard.app import install_dashboard
+from entryway.dashboard.web import DashboardOptions
 from entryway.observability.logs import configure_logging
 from entryway.observability.metrics import ServiceMetrics
 from entryway.service.app import create_app
@@ -29,11 +31,12 @@ def http_app(
     services: Services,
     lifespan: Callable[[FastAPI], AbstractAsyncContextManager[None]],
 ) -> FastAPI:
-    """The API over `services`, as the settings configure it. Its metrics registry is made
+    """The API over `services`, as the settings configure it, with the dashboard unless
+    `dashboard.enabled` is off. Its metrics registry is made
     here and kept on `app.state.metrics`: the lifespan hands it to what runs in the process
     beside the app (the embedded worker counts its failed webhook deliveries there)."""
     token = settings.metrics_token
-    return create_app(
+    app = create_app(
         services,
         lifespan,
         limits=request_limits(settings),
@@ -41,6 +44,9 @@ def http_app(
         metrics=ServiceMetrics(),
         metrics_token=token.get_secret_value() if token is not None else None,
     )
+    if settings.dashboard.enabled:
+        install_dashboard(app, DashboardOptions(secure_cookies=settings.dashboard.secure_cookies))
+    return app
 
 
 def configure_process_logging(settings: Settings) -> None:

@@ -8,6 +8,11 @@ and runs a worker from a blob, and both fetch /openapi.json from this origin. Th
 allows exactly that. `'unsafe-inline'` is tolerable there because those pages echo nothing a
 request sends; every other path keeps `default-src 'none'`.
 
+The dashboard (/dashboard) is served whole by this origin: its pages may load scripts, styles
+and images from here and nowhere else, post forms here only, and run no inline script. Its
+pages are never stored by a cache (they show project data; the page that shows a new key
+shows its secret); its static assets under /dashboard/static may be.
+
 Answers under /v1/keys and /v1/admin show secrets or operator data: they are never stored by
 a cache (`Cache-Control: no-store`), whatever the route set."""
 
@@ -30,6 +35,20 @@ DOCS_POLICY = "; ".join(
         "form-action 'none'",
     )
 )
+DASHBOARD = "/dashboard"
+DASHBOARD_STATIC = "/dashboard/static/"
+DASHBOARD_POLICY = "; ".join(
+    (
+        "default-src 'self'",
+        "script-src 'self'",
+        "style-src 'self'",
+        "img-src 'self' data:",
+        "connect-src 'self'",
+        "form-action 'self'",
+        "frame-ancestors 'none'",
+        "base-uri 'none'",
+    )
+)
 ALWAYS = {
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",
@@ -42,7 +61,12 @@ NO_STORE_PREFIXES = ("/v1/keys", "/v1/admin")
 def security_headers(path: str, docs_paths: Collection[str] = ()) -> dict[str, str]:
     """The headers for a response to `path`; `docs_paths` are the documentation pages."""
     headers = dict(ALWAYS)
-    headers["Content-Security-Policy"] = DOCS_POLICY if path in docs_paths else API_POLICY
-    if any(path == p or path.startswith(p + "/") for p in NO_STORE_PREFIXES):
+    dashboard = path == DASHBOARD or path.startswith(DASHBOARD + "/")
+    if dashboard:
+        headers["Content-Security-Policy"] = DASHBOARD_POLICY
+    else:
+        headers["Content-Security-Policy"] = DOCS_POLICY if path in docs_paths else API_POLICY
+    no_store = any(path == p or path.startswith(p + "/") for p in NO_STORE_PREFIXES)
+    if no_store or (dashboard and not path.startswith(DASHBOARD_STATIC)):
         headers["Cache-Control"] = "no-store"
     return headers

@@ -55,6 +55,16 @@ class HttpSettings(Section):
     port: Annotated[int, Field(ge=0, le=65_535)] = 8000
 
 
+class DashboardSettings(Section):
+    """The web console at /dashboard (docs/dashboard.md)."""
+
+    enabled: bool = True
+    # The session cookie goes over HTTPS only. Browsers count http://localhost and
+    # http://127.0.0.1 as secure, so a local `entryway up` works with it; turn it off only
+    # behind a plain-HTTP address other than those (a test network, never production).
+    secure_cookies: bool = True
+
+
 class LimitSettings(Section):
     """What one request may hold; unset: the service's defaults (docs/security.md)."""
 
@@ -307,6 +317,7 @@ class Settings(BaseSettings):
     admin_token_file: Path | None = None  # default: <data_dir>/admin-token, made once
     metrics_token: SecretStr | None = None  # opens /metrics to scrapers off this host
     http: HttpSettings = Field(default_factory=HttpSettings)
+    dashboard: DashboardSettings = Field(default_factory=DashboardSettings)
     limits: LimitSettings = Field(default_factory=LimitSettings)
     webhooks: WebhookSettings = Field(default_factory=WebhookSettings)
     secrets: SecretsSettings = Field(default_factory=SecretsSettings)

@@ -10,12 +10,14 @@ from sqlalchemy import (
     DateTime,
     ForeignKey,
     Index,
+    Integer,
     LargeBinary,
     MetaData,
     String,
     Table,
     Text,
     UniqueConstraint,
+    false,
 )
 
 metadata = MetaData(
@@ -33,6 +35,26 @@ users = Table(
     Column("user_id", String(36), primary_key=True),
     Column("email", String(320), nullable=False, unique=True),
     Column("created_at", DateTime(timezone=True), nullable=False),
+    # Dashboard sign-in: an argon2 hash (None: the user cannot sign in, e.g. a project made
+    # by the operator API for an email nobody has signed up with yet).
+    Column("password_hash", String(200), nullable=True),
+    Column("is_operator", Boolean, nullable=False, server_default=false()),
+    Column("failed_sign_ins", Integer, nullable=False, server_default="0"),
+    Column("locked_until", DateTime(timezone=True), nullable=True),
+)
+
+# A signed-in browser. The cookie carries a random id; only its SHA-256 is kept here.
+dashboard_sessions = Table(
+    "dashboard_sessions",
+    metadata,
+    Column("session_digest", String(64), primary_key=True),
+    Column("user_id", String(36), ForeignKey("users.user_id"), nullable=True),  # None: operator
+    Column("operator", Boolean, nullable=False),
+    Column("csrf_token", String(64), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("last_seen_at", DateTime(timezone=True), nullable=False),
+    Column("expires_at", DateTime(timezone=True), nullable=False),
+    Index("ix_dashboard_sessions_user_id", "user_id"),
 )
 
 projects = Table(
@@ -50,6 +72,80 @@ projects = Table(
     Column("cycle_overage", BigInteger, nullable=False, server_default="0"),
     Column("next_plan", String(20), nullable=True),
     Column("low_balance_credits", BigInteger, nullable=True),  # None: a tenth of the grant
+    # ENTERPRISE terms per project (None: the service-wide configured values).
+    Column("enterprise_monthly_micro_eur", BigInteger, nullable=True),
+    Column("enterprise_monthly_credits", BigInteger, nullable=True),
+)
+
+# Who may open a project in the dashboard: its owners and members.
+memberships = Table(
+    "memberships",
+    metadata,
+    Column("project_id", String(36), ForeignKey("projects.project_id"), primary_key=True),
+    Column("user_id", String(36), ForeignKey("users.user_id"), primary_key=True),
+    Column("role", String(8), nullable=False),  # owner | member
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Index("ix_memberships_user_id", "user_id"),
+)
+
+# An invitation link to a project: whoever opens it signed in joins with `role`. The link
+# carries a random token; only its SHA-256 is kept here.
+invitations = Table(
+    "invitations",
+    metadata,
+    Column("invitation_digest", String(64), primary_key=True),
+    Column("project_id", String(36), ForeignKey("projects.project_id"), nullable=False),
+    Column("email", String(320), nullable=False),  # whom it was meant for, as shown
+    Column("role", String(8), nullable=False),
+    Column("invited_by", String(36), ForeignKey("users.user_id"), nullable=True),  # None: operator
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("expires_at", DateTime(timezone=True), nullable=False),
+    Column("accepted_by", String(36), ForeignKey("users.user_id"), nullable=True),
+    Column("accepted_at", DateTime(timezone=True), nullable=True),
+    Index("ix_invitations_project_id", "project_id"),
+)
+
+# A paid plan change or credit pack waiting for the operator (no payment provider yet).
+approvals = Table(
+    "approvals",
+    metadata,
+    Column("approval_id", String(36), primary_key=True),
+    Column("project_id", String(36), ForeignKey("projects.project_id"), nullable=False),
+    Column("kind", String(16), nullable=False),  # plan_change | credit_pack
+    Column("subject", String(40), nullable=False),  # the plan or the pack asked for
+    Column("requested_by", String(80), nullable=False),  # "user:<id>" | "key:<id>"
+    Column("status", String(10), nullable=False),  # pending | approved | rejected
+    Column("requested_at", DateTime(timezone=True), nullable=False),
+    Column("decided_at", DateTime(timezone=True), nullable=True),
+    Column("decided_by", String(80), nullable=True),
+    Column("note", Text, nullable=True),
+    Index("ix_approvals_status", "status", "requested_at"),
+    Index("ix_approvals_project_id", "project_id", "requested_at"),
+)
+
+support_requests = Table(
+    "support_requests",
+    metadata,
+    Column("request_id", String(36), primary_key=True),
+    Column("project_id", String(36), ForeignKey("projects.project_id"), nullable=True),
+    Column("user_id", String(36), ForeignKey("users.user_id"), nullable=False),
+    Column("topic", String(40), nullable=False),
+    Column("message", Text, nullable=False),
+    Column("details", Text, nullable=True),  # JSON: the topic's own fields
+    Column("status", String(10), nullable=False),  # open | answered
+    Column("answer", Text, nullable=True),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("answered_at", DateTime(timezone=True), nullable=True),
+    Index("ix_support_requests_status", "status", "created_at"),
+)
+
+# Chains the operator has put under maintenance: ops on them are refused meanwhile.
+chain_maintenance = Table(
+    "chain_maintenance",
+    metadata,
+    Column("chain_id", BigInteger, primary_key=True),
+    Column("reason", Text, nullable=True),
+    Column("since", DateTime(timezone=True), nullable=False),
 )
 
 api_keys = Table(

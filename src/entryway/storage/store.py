@@ -25,7 +25,7 @@ from entryway.storage.apikeys import chains_text as _chains
 from entryway.storage.apikeys import parse_chains as _parse_chains
 from entryway.storage.apikeys import utc as _utc
 from entryway.storage.ledger import Ledger, UsageRecord, lot_row
-from entryway.storage.schema import credit_lots, projects, users
+from entryway.storage.schema import credit_lots, memberships, projects, users
 
 
 def grant_lot_id(project_id: str, cycle_start: datetime) -> str:
@@ -119,6 +119,11 @@ class Store:
                     created_at=at,
                     cycle_started_at=at,
                     cycle_overage=0,
+                )
+            )
+            await db.execute(
+                insert(memberships).values(
+                    project_id=project_id, user_id=owner_id, role="owner", created_at=at
                 )
             )
             if credits:

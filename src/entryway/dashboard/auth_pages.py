@@ -1,0 +1,178 @@
+"""Sign up, sign in (with a password, or as the operator with the operator token), sign out,
+change the password, and open an invitation link."""
+
+from __future__ import annotations
+
+import secrets
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+
+from entryway.dashboard import web
+from entryway.dashboard.passwords import hash_password, verify_password
+from entryway.dashboard.web import Viewer
+from entryway.domain.accounts import (
+    AccountError,
+    SignInState,
+    check_password,
+    normalized_email,
+)
+
+SIGN_IN_FAILED = "That email and password do not match an account."
+
+
+def _signed_in_as(who: Viewer, secret: str) -> None:
+    who.cookies[web.SESSION_COOKIE] = secret
+    who.cookies[web.CSRF_COOKIE] = None
+
+
+def _next(path: str) -> str:
+    """Where to go after signing in: a dashboard path only, never another site."""
+    if path.startswith(web.PREFIX + "/") and not path.startswith("//") and "\\" not in path:
+        return path
+    return f"{web.PREFIX}/projects"
+
+
+def auth_routes() -> APIRouter:
+    router = APIRouter()
+
+    @router.get("/signup")
+    async def sign_up_page(request: Request, who: web.AnyViewer) -> Response:
+        if who.signed_in:
+            return web.redirect(request, who, f"{web.PREFIX}/projects")
+        return web.render(
+            request, who, "signup.html", {"next": request.query_params.get("next", "")}
+        )
+
+    @router.post("/signup")
+    async def sign_up(request: Request, who: web.AnyViewer) -> Response:
+        data = await web.form(request, who)
+        email_given = web.text(data, "email", limit=400)
+        password = data.get("password")
+        password = password if isinstance(password, str) else ""
+        try:
+            email = normalized_email(email_given)
+            check_password(password, email)
+            if password != data.get("password_again"):
+                raise AccountError("The two passwords differ.")
+            user_id = await web.accounts(request).sign_up(
+                email, await hash_password(password), web.now()
+            )
+        except AccountError as exc:
+            context = {"error": str(exc), "email": email_given, "next": web.text(data, "next")}
+            return web.render(request, who, "signup.html", context, status=400)
+        secret, _ = await web.accounts(request).open_session(user_id, operator=False, at=web.now())
+        _signed_in_as(who, secret)
+        return web.redirect(request, who, _next(web.text(data, "next")))
+
+    @router.get("/signin")
+    async def sign_in_page(request: Request, who: web.AnyViewer) -> Response:
+        if who.signed_in:
+            return web.redirect(request, who, f"{web.PREFIX}/projects")
+        return web.render(
+            request, who, "signin.html", {"next": request.query_params.get("next", "")}
+        )
+
+    @router.post("/signin")
+    async def sign_in(request: Request, who: web.AnyViewer) -> Response:
+        data = await web.form(request, who)
+        store = web.accounts(request)
+        email_given = web.text(data, "email", limit=400)
+        password = data.get("password")
+        password = password if isinstance(password, str) else ""
+        at = web.now()
+        try:
+            email = normalized_email(email_given)
+        except AccountError:
+            email = ""
+        user = await store.user_by_email(email) if email else None
+        if user is not None and user.sign_in.locked(at):
+            error = "Too many failed attempts: wait a little and try again."
+        elif await verify_password(user.password_hash if user else None, password):
+            assert user is not None
+            await store.record_sign_in(user.user_id, SignInState(0, None))
+            secret, _ = await store.open_session(user.user_id, operator=False, at=at)
+            _signed_in_as(who, secret)
+            return web.redirect(request, who, _next(web.text(data, "next")))
+        else:
+            error = SIGN_IN_FAILED
+            if user is not None:
+                await store.record_sign_in(user.user_id, user.sign_in.after_failure(at))
+        context = {"error": error, "email": email_given, "next": web.text(data, "next")}
+        return web.render(request, who, "signin.html", context, status=400)
+
+    @router.get("/operator/signin")
+    async def operator_sign_in_page(request: Request, who: web.AnyViewer) -> Response:
+        return web.render(request, who, "operator_signin.html")
+
+    @router.post("/operator/signin")
+    async def operator_sign_in(request: Request, who: web.AnyViewer) -> Response:
+        data = await web.form(request, who)
+        expected = web.services(request).admin_token
+        given = web.text(data, "token", limit=400)
+        if not expected or not secrets.compare_digest(given.encode(), expected.encode()):
+            context = {"error": "That is not the operator token."}
+            return web.render(request, who, "operator_signin.html", context, status=400)
+        secret, _ = await web.accounts(request).open_session(None, operator=True, at=web.now())
+        _signed_in_as(who, secret)
+        return web.redirect(request, who, f"{web.PREFIX}/operator")
+
+    @router.post("/signout")
+    async def sign_out(request: Request, who: web.AnyViewer) -> Response:
+        await web.form(request, who)
+        secret = request.cookies.get(web.SESSION_COOKIE)
+        if secret:
+            await web.accounts(request).close_session(secret)
+        who.cookies[web.SESSION_COOKIE] = None
+        return web.redirect(request, who, f"{web.PREFIX}/signin")
+
+    @router.get("/account")
+    async def account_page(request: Request, who: web.SignedIn) -> Response:
+        return web.render(request, who, "account.html", {"done": request.query_params.get("done")})
+
+    @router.post("/account/password")
+    async def change_password(request: Request, who: web.SignedIn) -> Response:
+        data = await web.form(request, who)
+        store = web.accounts(request)
+        user = await store.user(who.user_id) if who.user_id else None
+        if user is None:
+            raise web.DashboardError(400, "The operator token has no password to change.")
+        current = data.get("current_password")
+        new = data.get("new_password")
+        try:
+            if not isinstance(current, str) or not await verify_password(
+                user.password_hash, current
+            ):
+                raise AccountError("The current password is not right.")
+            new = new if isinstance(new, str) else ""
+            check_password(new, user.email)
+            if new != data.get("new_password_again"):
+                raise AccountError("The two new passwords differ.")
+        except AccountError as exc:
+            return web.render(request, who, "account.html", {"error": str(exc)}, status=400)
+        await store.set_password(user.user_id, await hash_password(new))  # ends every session
+        secret, _ = await store.open_session(user.user_id, operator=False, at=web.now())
+        _signed_in_as(who, secret)
+        return web.redirect(request, who, f"{web.PREFIX}/account?done=password")
+
+    @router.get("/invitations/{token}")
+    async def invitation_page(request: Request, token: str, who: web.AnyViewer) -> Response:
+        if not who.signed_in:
+            path = f"{web.PREFIX}/invitations/{token}"
+            return web.render(request, who, "invitation.html", {"next": path})
+        return web.render(request, who, "invitation.html", {"token": token})
+
+    @router.post("/invitations/{token}")
+    async def accept_invitation(request: Request, token: str, who: web.SignedIn) -> Response:
+        await web.form(request, who)
+        if who.user_id is None:
+            raise web.DashboardError(400, "Sign in as a user to join a project.")
+        try:
+            project_id = await web.accounts(request).accept_invitation(
+                token[:100], who.user_id, web.now()
+            )
+        except AccountError as exc:
+            raise web.DashboardError(400, str(exc)) from None
+        return web.redirect(request, who, f"{web.PREFIX}/projects/{project_id}")
+
+    return router
