@@ -229,10 +229,12 @@ def project_routes() -> APIRouter:
     ) -> Response:
         page = await web.project_page(request, who, project_id)
         await web.form(request, who)
+        if not web.plausible_id(user_id):
+            raise web.PageNotFoundError
         try:
             if page.role is not ProjectRole.OWNER and user_id != who.user_id:
                 raise AccountError("Only the project's owners remove other members.")
-            await web.accounts(request).remove_member(project_id, user_id[:36])
+            await web.accounts(request).remove_member(project_id, user_id)
         except AccountError as exc:
             return await _overview(request, who, page, error=str(exc), status=400)
         if user_id == who.user_id:

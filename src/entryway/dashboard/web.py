@@ -4,6 +4,7 @@ the viewer may not see."""
 
 from __future__ import annotations
 
+import re
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -26,6 +27,8 @@ SESSION_COOKIE = "entryway_session"
 CSRF_COOKIE = "entryway_csrf"  # the token of forms shown before sign-in
 CSRF_FIELD = "csrf_token"
 PREFIX = "/dashboard"
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_ID = re.compile(r"[0-9A-Za-z-]{1,36}")
 
 templates = Environment(
     loader=FileSystemLoader(HERE / "templates"),
@@ -154,13 +157,23 @@ async def form(request: Request, who: Viewer) -> FormData:
 
 
 def text(data: FormData, name: str, *, limit: int = 2000) -> str:
+    """A posted text field, trimmed and cut at `limit`, without control characters but line
+    breaks and tabs (PostgreSQL refuses NUL, and none of them belongs in a name or a note)."""
     value = data.get(name)
-    return value.strip()[:limit] if isinstance(value, str) else ""
+    if not isinstance(value, str):
+        return ""
+    return _CONTROL.sub("", value).strip()[:limit]
+
+
+def plausible_id(value: str) -> bool:
+    """Whether `value` could be a project's or a user's id (a UUID's characters and length):
+    anything else is answered as not found before it reaches the database."""
+    return _ID.fullmatch(value) is not None
 
 
 async def project_page(request: Request, who: Viewer, project_id: str) -> ProjectPage:
     """The project if the viewer may open it; otherwise 404, whether it exists or not."""
-    if len(project_id) > 36:
+    if not plausible_id(project_id):
         raise PageNotFoundError
     role = None
     if who.operator:

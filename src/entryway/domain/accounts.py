@@ -16,7 +16,10 @@ MAX_LOCK = timedelta(minutes=15)
 SESSION_IDLE = timedelta(days=7)  # a session unused this long ends
 SESSION_LIFETIME = timedelta(days=30)  # and any session ends this long after sign-in
 
-_EMAIL = re.compile(r"^[^@\s]{1,64}@[^@\s]+\.[^@\s]+$")
+# Printable characters only: a control character (NUL above all) has no place in an address,
+# and PostgreSQL's text refuses NUL outright.
+_PART = r"[^@\s\x00-\x1f\x7f]"
+_EMAIL = re.compile(rf"{_PART}{{1,64}}@{_PART}+\.{_PART}+")
 
 
 class AccountError(ValueError):
@@ -32,7 +35,7 @@ class ProjectRole(StrEnum):
 def normalized_email(email: str) -> str:
     """The address as accounts are keyed: trimmed, lower case, checked for shape."""
     address = email.strip().lower()
-    if len(address) > MAX_EMAIL_LENGTH or not _EMAIL.match(address):
+    if len(address) > MAX_EMAIL_LENGTH or not _EMAIL.fullmatch(address):
         raise AccountError("Enter a valid email address.")
     return address
 
@@ -68,6 +71,12 @@ class SignInState:
         failures = self.failed_sign_ins + 1
         lock = lock_after(failures)
         return SignInState(failures, now + lock if lock else None)
+
+    def attempt(self, now: datetime) -> SignInState | None:
+        """The state to store before a password is checked: the attempt counted as a failure
+        (a success resets it afterwards), so that many attempts sent at once cannot all pass
+        the lock before the first failure is written. None while the account is locked."""
+        return None if self.locked(now) else self.after_failure(now)
 
 
 def session_expiry(created_at: datetime, last_seen_at: datetime) -> datetime:

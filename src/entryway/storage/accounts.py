@@ -119,6 +119,29 @@ class AccountStore:
             row = (await db.execute(select(users).where(users.c.user_id == user_id))).one_or_none()
         return None if row is None else _user(row)
 
+    async def claim_sign_in_attempt(self, user_id: str, at: datetime) -> bool:
+        """Count a password attempt before the password is checked; False while the user is
+        locked out (and then nothing is counted). The count is written compare-and-set, so of
+        many attempts sent at once each counts once and those after the free ones find the
+        lock: a burst of guesses gets no more tries than a patient attacker."""
+        for _ in range(5):
+            user = await self.user(user_id)
+            after = None if user is None else user.sign_in.attempt(at)
+            if user is None or after is None:
+                return False
+            async with self.engine.begin() as db:
+                done = await db.execute(
+                    update(users)
+                    .where(
+                        users.c.user_id == user_id,
+                        users.c.failed_sign_ins == user.sign_in.failed_sign_ins,
+                    )
+                    .values(failed_sign_ins=after.failed_sign_ins, locked_until=after.locked_until)
+                )
+            if done.rowcount == 1:
+                return True
+        return False  # lost the race five times: others are guessing right now
+
     async def record_sign_in(self, user_id: str, state: SignInState) -> None:
         """Keep the failures counted so far and the lock they earned (zero and None after a
         successful sign-in)."""
@@ -156,6 +179,10 @@ class AccountStore:
         secret = secrets.token_urlsafe(32)
         csrf = secrets.token_urlsafe(32)
         async with self.engine.begin() as db:
+            # Sessions that ended without a sign-out go when anyone signs in.
+            await db.execute(
+                delete(dashboard_sessions).where(dashboard_sessions.c.expires_at <= at)
+            )
             await db.execute(
                 insert(dashboard_sessions).values(
                     session_digest=digest(secret),
@@ -252,7 +279,7 @@ class AccountStore:
             select(memberships.c.user_id, users.c.email, memberships.c.role)
             .join(users, users.c.user_id == memberships.c.user_id)
             .where(memberships.c.project_id == project_id)
-            .order_by(memberships.c.created_at)
+            .order_by(memberships.c.created_at, users.c.email)
         )
         async with self.engine.connect() as db:
             rows = (await db.execute(query)).all()
@@ -333,6 +360,14 @@ class AccountStore:
             ).one_or_none()
             if row is None or row.accepted_at is not None or at >= utc(row.expires_at):
                 raise AccountError("This invitation link is unknown, used or expired.")
+            email = await db.scalar(select(users.c.email).where(users.c.user_id == user_id))
+            if email != row.email:
+                # The link goes by email: a copy forwarded or leaked opens no account but
+                # the one invited.
+                raise AccountError(
+                    "This invitation is for another email address. Sign in as the person "
+                    "invited to join."
+                )
             await db.execute(
                 update(invitations)
                 .where(invitations.c.invitation_digest == key)
