@@ -86,6 +86,7 @@ def key_out(k: KeyInfo) -> KeyOut:
         role=k.role,
         created_at=k.created_at,
         revoked_at=k.revoked_at,
+        last_used_at=k.last_used_at,
     )
 
 

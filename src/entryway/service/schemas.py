@@ -176,6 +176,7 @@ class KeyOut(Wire):
     role: KeyRole
     created_at: datetime
     revoked_at: datetime | None
+    last_used_at: datetime | None = None  # to the minute
 
 
 class KeyCreate(Body):

@@ -10,6 +10,7 @@ under that write lock, so it needs none.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import ColumnElement, exists, insert, or_, select, true, update
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from entryway.domain.apikeys import (
@@ -32,6 +34,8 @@ from entryway.errors import EntrywayError
 from entryway.storage.schema import api_keys, projects
 
 _ADMIN = KeyRole.ADMIN.value
+LAST_USE_EVERY_S = 60.0  # a key's last use is written at most this often by one process
+log = logging.getLogger(__name__)
 
 
 class UnknownKeyError(EntrywayError):
@@ -65,6 +69,7 @@ class KeyInfo:
     created_at: datetime
     revoked_at: datetime | None
     role: KeyRole
+    last_used_at: datetime | None = None  # to the minute (LAST_USE_EVERY_S)
 
 
 def chains_text(value: Sequence[int]) -> str:
@@ -88,6 +93,7 @@ def _key_info(r: Any) -> KeyInfo:
         utc(r.created_at),
         utc(r.revoked_at) if r.revoked_at else None,
         KeyRole(r.role),
+        utc(r.last_used_at) if r.last_used_at else None,
     )
 
 
@@ -116,6 +122,7 @@ class ApiKeyStore:
         # applies at once; one made by another process within `auth_cache_seconds`.
         self._auth_cache: dict[str, tuple[float, Caller]] = {}
         self._auth_cache_seconds = auth_cache_seconds
+        self._last_use_written: dict[str, float] = {}  # key id -> monotonic time
 
     async def issue(
         self,
@@ -215,12 +222,33 @@ class ApiKeyStore:
         cached = self._auth_cache.get(secret)
         now = time.monotonic()
         if cached is not None and cached[0] > now:
-            return cached[1]
-        caller = await self._authenticate(secret)
-        if len(self._auth_cache) > 10_000:
-            self._auth_cache.clear()
-        self._auth_cache[secret] = (now + self._auth_cache_seconds, caller)
+            caller = cached[1]
+        else:
+            caller = await self._authenticate(secret)
+            if len(self._auth_cache) > 10_000:
+                self._auth_cache.clear()
+            self._auth_cache[secret] = (now + self._auth_cache_seconds, caller)
+        await self._note_use(caller.key_id, now)
         return caller
+
+    async def _note_use(self, key_id: str, now: float) -> None:
+        """Record the key's use, at most once a LAST_USE_EVERY_S: a write a minute per key
+        and process, not one per request. A failed write costs the request nothing."""
+        written = self._last_use_written.get(key_id)
+        if written is not None and now - written < LAST_USE_EVERY_S:
+            return
+        if len(self._last_use_written) > 10_000:
+            self._last_use_written.clear()
+        self._last_use_written[key_id] = now
+        try:
+            async with self.engine.begin() as db:
+                await db.execute(
+                    update(api_keys)
+                    .where(api_keys.c.key_id == key_id)
+                    .values(last_used_at=datetime.now(UTC))
+                )
+        except (SQLAlchemyError, OSError):
+            log.warning("could not record the last use of key %s", key_id, exc_info=True)
 
     def forget_project(self, project_id: str) -> None:
         for secret, (_, caller) in list(self._auth_cache.items()):

@@ -160,6 +160,8 @@ api_keys = Table(
     Column("revoked_at", DateTime(timezone=True), nullable=True),
     # `service` or `admin` (KeyRole). No default: a key is always issued with its role.
     Column("role", String(8), nullable=False),
+    # When the key last authenticated a request, written at most once a minute per process.
+    Column("last_used_at", DateTime(timezone=True), nullable=True),
     Index("ix_api_keys_project_id", "project_id"),
 )
 
