@@ -4,13 +4,9 @@ chain, day, week or month, CSV and JSON export. All reads are free."""
 
 from __future__ import annotations
 
-import csv
-import io
-from collections.abc import AsyncIterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Annotated, Literal
 
-import orjson
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import StreamingResponse
 
@@ -28,14 +24,16 @@ from entryway.service.schemas import (
     UsageOut,
 )
 from entryway.service.services import Services
+from entryway.service.usage_export import (
+    ExportFormat,
+    UsageWindowError,
+    export_response,
+    usage_window,
+)
 from entryway.storage.billing import StoredInvoice
 from entryway.storage.usage import GROUPINGS
 
 Grouping = Literal["operation", "key", "endpoint", "chain", "day", "week", "month"]
-EXPORT_FIELDS = (
-    "eventId", "createdAt", "operation", "credits", "overage", "status", "keyId", "endpoint",
-    "chainId", "subject", "idempotencyKey",
-)  # fmt: skip
 assert set(GROUPINGS) == set(Grouping.__args__)  # type: ignore[attr-defined]
 
 
@@ -55,11 +53,10 @@ def invoice_out(s: StoredInvoice) -> InvoiceOut:
 
 def _window(since: datetime | None, until: datetime | None) -> tuple[datetime, datetime]:
     """[since, until): both already in UTC and within the accepted years (`Moment`)."""
-    until = until or datetime.now(UTC)
-    since = since or until - timedelta(days=30)
-    if since >= until:
-        raise Problem(422, "validation_error", "Invalid window", "since must be before until")
-    return since, until
+    try:
+        return usage_window(since, until, datetime.now(UTC))
+    except UsageWindowError as exc:
+        raise Problem(422, "validation_error", "Invalid window", str(exc)) from None
 
 
 def billing_routes() -> APIRouter:
@@ -138,41 +135,15 @@ def billing_routes() -> APIRouter:
     async def export(
         who: CurrentCaller,
         request: Request,
-        format: Literal["csv", "json"] = "csv",
+        format: ExportFormat = "csv",
         since: Moment | None = None,
         until: Moment | None = None,
     ) -> StreamingResponse:
         """Every usage event in [since, until), oldest first, as CSV or JSON (streamed)."""
         services: Services = request.app.state.services
         start, end = _window(since, until)
-        events = services.platform.usage.events(who.project_id, start, end)
         services.platform.meter.count_read(who, "usage-export")
-        name = f"usage-{start:%Y%m%d}-{end:%Y%m%d}.{format}"
-        headers = {"Content-Disposition": f'attachment; filename="{name}"'}
-
-        async def as_csv() -> AsyncIterator[str]:
-            out = io.StringIO()
-            writer = csv.DictWriter(out, fieldnames=EXPORT_FIELDS)
-            writer.writeheader()
-            async for e in events:
-                writer.writerow(e.as_dict())
-                if out.tell() > 64_000:
-                    yield out.getvalue()
-                    out.seek(0)
-                    out.truncate()
-            yield out.getvalue()
-
-        async def as_json() -> AsyncIterator[bytes]:
-            yield b"["
-            first = True
-            async for e in events:
-                yield (b"" if first else b",") + orjson.dumps(e.as_dict())
-                first = False
-            yield b"]"
-
-        if format == "csv":
-            return StreamingResponse(as_csv(), media_type="text/csv", headers=headers)
-        return StreamingResponse(as_json(), media_type="application/json", headers=headers)
+        return export_response(services.platform.usage, who.project_id, start, end, format)
 
     @router.get("/invoices", operation_id="listInvoices")
     async def list_invoices(who: CurrentCaller, request: Request) -> list[InvoiceOut]:
