@@ -101,7 +101,10 @@ def routes() -> APIRouter:
             return await _page(
                 request, who, page, error="A revoked key cannot be rotated.", status=400
             )
-        chains = sorted(old.chains & page.project.chains) or sorted(old.chains)
+        chains = sorted(old.chains & page.project.chains)  # a key's chains lie in its project's
+        if not chains:
+            message = "None of this key's chains is enabled for the project now: create a new key."
+            return await _page(request, who, page, error=message, status=400)
         at = web.now()
         issued = await store.issue_key(project_id, old.environment, chains, at, role=old.role)
         await store.revoke_key(old.key_id, at, project_id=project_id)  # the new admin exists
