@@ -295,6 +295,11 @@ def bundler(
     deploy_entry_point: Annotated[
         bool, typer.Option(help="Deploy EntryPoint v0.8 first if the chain lacks it.")
     ] = False,
+    http_port: Annotated[
+        int | None,
+        typer.Option(help="With --chain of an intake chain: serve /healthz, /readyz, /metrics."),
+    ] = None,
+    http_host: Annotated[str, typer.Option(help="The interface of --http-port.")] = "127.0.0.1",
 ) -> None:
     """Run a standalone ERC-4337 v0.8 bundler for any EVM chain: given by --rpc-url and
     --executor-key-file, or by --chain N from the settings (--config)."""
@@ -305,6 +310,7 @@ def bundler(
     from entryway.composition import request_limits
     from entryway.composition.leader import bundles_from_intake, lead_until_signalled
     from entryway.composition.serving import configure_process_logging
+    from entryway.observability.operator_http import HttpAddress
     from entryway.service.bundler_app import create_standalone_app
 
     loaded = settings_of(config)
@@ -313,8 +319,9 @@ def bundler(
     fee_rules = None
     if chain is not None:
         configured = bundler_chain(config, chain)
-        if bundles_from_intake(settings_of(config), chain):  # leader or standby, no HTTP
-            _run(lead_until_signalled(settings_of(config), chain, configured))
+        if bundles_from_intake(settings_of(config), chain):  # leader or standby
+            http = None if http_port is None else HttpAddress(http_host, http_port)
+            _run(lead_until_signalled(settings_of(config), chain, configured, http))
             return
         urls: str | tuple[str, ...] = configured.rpc_urls
         keys, entry_point = configured.executor_keys, configured.entry_point
@@ -329,6 +336,9 @@ def bundler(
         except EntrywayError as exc:
             typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
             raise typer.Exit(1) from None
+    if http_port is not None:  # this bundler answers /healthz on --port
+        typer.secho("error: --http-port is for a chain whose bundling is intake", err=True)
+        raise typer.Exit(CONFIG_EXIT)
     settings = StandaloneSettings(
         rpc_url=urls,
         entry_point=entry_point,
@@ -382,7 +392,8 @@ def worker(ctx: typer.Context) -> None:
     --database-url (default: the settings' database_url), and notary anchoring too with
     --data-dir (an `entryway up` data directory). Also --notary-key-file, --concurrency,
     --lease-seconds, --poll-interval, --shutdown-grace, --delivery-timeout,
-    --webhook-allow-private. `entryway up` runs one in-process unless --no-worker.
+    --webhook-allow-private, --http-port and --http-host (/healthz, /readyz, /metrics for
+    operators). `entryway up` runs one in-process unless --no-worker.
     """
     from entryway.composition.worker_process import run_configured_worker
     from entryway.worker.main import main as worker_main

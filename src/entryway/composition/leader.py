@@ -8,7 +8,8 @@ it every INTAKE_POLL_S: a short indexed query, simpler than LISTEN/NOTIFY (which
 connection held outside the pool, re-listening after every reconnect, and still a poll on
 takeover) and the same on SQLite. A leader that loses its lock's connection stops at once
 (exit status 1), rather than bundle alongside a new leader; its supervisor restarts it as a
-standby.
+standby. With an operator endpoint (`--http-port`), it answers /healthz, /readyz and /metrics
+from its `Leadership` (`composition.process_http`), standing by and leading alike.
 """
 
 from __future__ import annotations
@@ -20,12 +21,19 @@ import logging
 import signal
 import sys
 from collections.abc import Callable
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from entryway.bundler.leader import IntakeLeader
+from entryway.bundler.service import Bundler
 from entryway.bundler.standalone import StandaloneSettings, build_bundler
 from entryway.bundler.states import BundlingMode
 from entryway.chain.rpc import EthClient, JsonRpcClient
+from entryway.composition.process_http import bundler_probe, operator_endpoint
 from entryway.errors import EntrywayError
+from entryway.observability.operator_http import HttpAddress
 from entryway.settings.checks import database_url
 from entryway.settings.commands import BundlerChain
 from entryway.settings.model import Settings
@@ -42,6 +50,20 @@ class LeadershipLostError(EntrywayError):
     """The leader lock's connection died: another process may be leading now."""
 
 
+@dataclass
+class Leadership:
+    """What this bundler process is doing, as its operator endpoint reports it."""
+
+    chain_id: int
+    engine: AsyncEngine | None = None  # the database of the lock, once connected
+    leading: bool = False
+    bundler: Bundler | None = None  # the leader's, started, with its node client
+
+    @property
+    def role(self) -> str:
+        return "leader" if self.leading else "standby"
+
+
 async def run_leader(
     database: str,
     chain_id: int,
@@ -49,14 +71,18 @@ async def run_leader(
     stop: asyncio.Event,
     *,
     on_leading: Callable[[], None] = lambda: None,
+    leadership: Leadership | None = None,
 ) -> None:
     """Stand by for the chain's leader lock in `database` (a URL), then bundle from the intake
-    until `stop`; LeadershipLostError if the lock's connection dies while leading."""
+    until `stop`; LeadershipLostError if the lock's connection dies while leading.
+    `leadership` is kept up to date for the operator endpoint."""
     if not chain.executor_keys:
         raise EntrywayError(
             f"chains: chain {chain_id}'s bundler needs its executor keys (executor_key_files)"
         )
     engine = make_engine(database)
+    leadership = leadership or Leadership(chain_id)
+    leadership.engine = engine
     executors = [key.address for key in chain.executor_keys]
     lock = LeaderLock(engine, leader_key(chain_id, executors))
     try:
@@ -68,14 +94,22 @@ async def run_leader(
             except TimeoutError:
                 continue
         log.info("chain %d: leading, executors %s", chain_id, ", ".join(executors))
+        leadership.leading = True
         on_leading()
-        await _lead(lock, chain_id, chain, stop)
+        await _lead(lock, chain_id, chain, stop, leadership)
     finally:
+        leadership.leading, leadership.engine = False, None
         await lock.release()
         await engine.dispose()
 
 
-async def _lead(lock: LeaderLock, chain_id: int, chain: BundlerChain, stop: asyncio.Event) -> None:
+async def _lead(
+    lock: LeaderLock,
+    chain_id: int,
+    chain: BundlerChain,
+    stop: asyncio.Event,
+    leadership: Leadership,
+) -> None:
     async with JsonRpcClient(list(chain.rpc_urls)) as rpc:
         eth = EthClient(rpc)
         bundler_rpc = await build_bundler(
@@ -93,6 +127,7 @@ async def _lead(lock: LeaderLock, chain_id: int, chain: BundlerChain, stop: asyn
             raise EntrywayError(f"the node answers chain {bundler.config.chain_id}, not {chain_id}")
         leader = IntakeLeader(bundler, OpIntakeStore(lock.engine))
         await bundler.start()
+        leadership.bundler = bundler
         try:
             while not stop.is_set():
                 if not await lock.still_held():
@@ -104,6 +139,7 @@ async def _lead(lock: LeaderLock, chain_id: int, chain: BundlerChain, stop: asyn
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), INTAKE_POLL_S)
         finally:
+            leadership.bundler = None
             await bundler.stop()
 
 
@@ -111,8 +147,11 @@ def bundles_from_intake(settings: Settings, chain_id: int) -> bool:
     return any(c.chain_id == chain_id and c.bundling == "intake" for c in settings.chains)
 
 
-async def lead_until_signalled(settings: Settings, chain_id: int, chain: BundlerChain) -> None:
-    """`run_leader` until SIGINT or SIGTERM; a JSON line on stdout once this process leads."""
+async def lead_until_signalled(
+    settings: Settings, chain_id: int, chain: BundlerChain, http: HttpAddress | None = None
+) -> None:
+    """`run_leader` until SIGINT or SIGTERM; a JSON line on stdout once this process leads.
+    With `http`, the operator endpoint is served there meanwhile."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -122,4 +161,11 @@ async def lead_until_signalled(settings: Settings, chain_id: int, chain: Bundler
         sys.stdout.write(json.dumps({"leading": chain_id}) + "\n")
         sys.stdout.flush()
 
-    await run_leader(database_url(settings), chain_id, chain, stop, on_leading=leading)
+    leadership = Leadership(chain_id)
+    async with AsyncExitStack() as stack:
+        if http is not None:
+            probe = bundler_probe(settings, leadership)
+            await stack.enter_async_context(operator_endpoint(probe, http))
+        await run_leader(
+            database_url(settings), chain_id, chain, stop, on_leading=leading, leadership=leadership
+        )

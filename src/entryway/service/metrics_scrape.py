@@ -1,19 +1,35 @@
 """The metric families read from the running service when /metrics is scraped: each
 chain's mempool, bundles and node failures (totals the bundler and node client keep), the
-paymaster deposits last read, the credits this process charged, and the task queue."""
+paymaster deposits last read, the credits this process charged, and the task queue.
+
+`bundler_families` and `task_families` serve the other processes too: the bundler leader
+of a chain bundled from the intake, the task workers (`composition.process_http`)."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 from sqlalchemy.exc import SQLAlchemyError
 
+from entryway.bundler.service import Bundler
+from entryway.chain.rpc import EthClient
 from entryway.service.services import Services
 from entryway.storage.tasks import TaskQueue
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class ChainBundler:
+    """A chain's bundler and the node client whose failures are the chain's."""
+
+    chain_id: int
+    bundler: Bundler
+    eth: EthClient
 
 
 async def scraped_families(services: Services) -> list[Metric]:
@@ -32,13 +48,31 @@ async def scraped_families(services: Services) -> list[Metric]:
         credits.add_metric((operation,), amount)
     families.append(credits)
     try:
-        families.extend(await _task_families(TaskQueue(platform.store.engine)))
+        families.extend(await task_families(TaskQueue(platform.store.engine)))
     except (SQLAlchemyError, OSError):
         log.warning("metrics: the task queue could not be read", exc_info=True)
     return families
 
 
 def _chain_families(services: Services) -> list[Metric]:
+    families = bundler_families(
+        ChainBundler(chain_id, chain.rpc.bundler, chain.eth)
+        for chain_id, chain in sorted(services.chains.items())
+    )
+    deposit = GaugeMetricFamily(
+        "entryway_paymaster_deposit_wei",
+        "The paymaster's deposit at the EntryPoint, as last read.",
+        labels=("chain",),
+    )
+    for chain_id in sorted(services.chains):
+        status = services.deposits.get(chain_id)
+        if status is not None:
+            deposit.add_metric((str(chain_id),), status.deposit_wei)
+    return [*families, deposit]
+
+
+def bundler_families(chains: Iterable[ChainBundler]) -> list[Metric]:
+    """Each chain's mempool, bundles, ops and node failures, as its bundler counted them."""
     mempool = GaugeMetricFamily(
         "entryway_mempool_ops", "UserOperations waiting in the mempool.", labels=("chain",)
     )
@@ -64,14 +98,9 @@ def _chain_families(services: Services) -> list[Metric]:
         "Calls to a node endpoint that brought back no JSON-RPC answer.",
         labels=("chain",),
     )
-    deposit = GaugeMetricFamily(
-        "entryway_paymaster_deposit_wei",
-        "The paymaster's deposit at the EntryPoint, as last read.",
-        labels=("chain",),
-    )
-    for chain_id, chain in sorted(services.chains.items()):
-        label = str(chain_id)
-        bundler = chain.rpc.bundler
+    for chain in chains:
+        label = str(chain.chain_id)
+        bundler = chain.bundler
         counts = bundler.counts
         mempool.add_metric((label,), len(bundler.mempool))
         bundles.add_metric((label,), counts.bundles_sent)
@@ -80,13 +109,10 @@ def _chain_families(services: Services) -> list[Metric]:
         included.add_metric((label, "reverted"), counts.ops_reverted)
         dropped.add_metric((label,), counts.ops_dropped)
         node.add_metric((label,), chain.eth.rpc.failures)
-        status = services.deposits.get(chain_id)
-        if status is not None:
-            deposit.add_metric((label,), status.deposit_wei)
-    return [mempool, bundles, gas, included, dropped, node, deposit]
+    return [mempool, bundles, gas, included, dropped, node]
 
 
-async def _task_families(queue: TaskQueue) -> list[Metric]:
+async def task_families(queue: TaskQueue) -> list[Metric]:
     depth = GaugeMetricFamily(
         "entryway_tasks",
         "Unfinished durable tasks, by kind and state (queued or running).",

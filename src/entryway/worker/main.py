@@ -33,6 +33,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from entryway.domain.pricebook import PriceBook, default_price_book
 from entryway.errors import EntrywayError
 from entryway.observability.logs import configure_logging
+from entryway.observability.operator_http import HttpAddress
 from entryway.settings.checks import StartCheckError, database_url
 from entryway.settings.loading import SettingsError, load_settings
 from entryway.settings.model import Settings
@@ -227,6 +228,16 @@ def _arguments(argv: Sequence[str] | None) -> argparse.Namespace:
         help="deliver to private, loopback and link-local addresses too (default: the "
         "settings' webhooks.allow_private, else public destinations only)",
     )
+    parser.add_argument(
+        "--http-port",
+        type=int,
+        default=None,
+        help="serve /healthz, /readyz and /metrics for operators on this port (with "
+        "configured chains; default: not served)",
+    )
+    parser.add_argument(
+        "--http-host", default="127.0.0.1", help="the interface of --http-port (127.0.0.1)"
+    )
     return parser.parse_args(argv)
 
 
@@ -252,7 +263,8 @@ def settings_of(args: argparse.Namespace) -> Settings:
 # Runs every task kind over the services the settings describe, until the event is set
 # (`entryway.composition.run_configured_worker`, handed in by the `entryway worker` command:
 # the worker package never imports the composition root that imports it).
-ConfiguredWorker = Callable[[Settings, asyncio.Event], Awaitable[None]]
+# With an address, it serves the operator endpoint there too.
+ConfiguredWorker = Callable[[Settings, asyncio.Event, HttpAddress | None], Awaitable[None]]
 
 
 async def _until_signalled(
@@ -262,13 +274,16 @@ async def _until_signalled(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    http = None if args.http_port is None else HttpAddress(args.http_host, args.http_port)
     if settings.chains:
         if configured is None:
             raise SettingsError(
                 ["chains: this entry point runs webhook deliveries only; use `entryway worker`"]
             )
-        await configured(settings, stop)
+        await configured(settings, stop, http)
         return
+    if http is not None:
+        raise SettingsError(["--http-port: serve it from a worker with chains (--config FILE)"])
     if settings.database_url is None and args.data_dir is None:
         raise SettingsError(["database_url: give --config, --database-url or --data-dir"])
     try:
