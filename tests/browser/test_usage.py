@@ -127,7 +127,8 @@ async def test_the_cross_project_page_adds_up_every_project(page: Page, service:
     second = await new_project(page, service, "Beta", [80002])
     await notarize(service, await project_key(service, first), 1)
     await notarize(service, await project_key(service, second), 2)
-    await page.goto(f"{service.dashboard}/usage")
+    await page.click("nav.top-nav a:has-text('Usage')")
+    await page.wait_for_url(f"{service.dashboard}/usage")
     rows = page.locator("table.list tbody tr")
     await expect(rows.filter(has_text="Alpha")).to_have_count(1)
     await expect(rows.filter(has_text="Beta")).to_have_count(1)
@@ -184,3 +185,18 @@ async def test_others_cannot_stream_or_export_a_project_and_streams_are_capped(
                 return
         await asyncio.sleep(0.2)
     raise AssertionError("the slots of closed streams were never given back")
+
+
+async def test_a_bad_window_is_explained_and_the_page_still_shows(
+    page: Page, service: Service
+) -> None:
+    await sign_up(page, service)
+    project_id = await new_project(page, service, "Windows", [80002])
+    base = f"{service.dashboard}/projects/{project_id}/usage"
+    answer = await page.goto(f"{base}?from=2026-12-01&to=2026-11-01")
+    assert answer is not None and answer.status == 400
+    assert "must come before" in await page.locator("[role=alert]").inner_text()
+    assert await page.locator("[data-field=balance]").is_visible()
+    export = await page.request.get(f"{base}/export?format=csv&from=1999-01-01")
+    assert export.status == 400
+    assert "text/csv" not in export.headers["content-type"]

@@ -136,7 +136,7 @@ def _forecast_lines(
     return lines
 
 
-def bar_list(bars: Sequence[Bar], *, title: str, width: int = 480) -> Markup:
+def bar_list(bars: Sequence[Bar], *, title: str, width: int = 400) -> Markup:
     """Horizontal bars, one per group, in the order given; the label and figure above each."""
     row, bar_h, pad = 38, 14, 4
     height = max(len(bars), 1) * row + pad
