@@ -12,9 +12,11 @@ from entryway.dashboard import (
     keys_pages,
     operations_pages,
     operator_pages,
+    policy_pages,
     support_pages,
     usage_pages,
     web,
+    webhook_pages,
 )
 from entryway.dashboard.auth_pages import auth_routes
 from entryway.dashboard.project_pages import project_routes
@@ -33,6 +35,8 @@ def install_dashboard(app: FastAPI, options: DashboardOptions) -> None:
         billing_pages.routes(),
         usage_pages.routes(),
         operations_pages.routes(),
+        webhook_pages.routes(),
+        policy_pages.routes(),
         support_pages.routes(),
         operator_pages.routes(),
     )
