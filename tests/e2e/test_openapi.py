@@ -21,6 +21,7 @@ STABLE_OPERATION_IDS = {
     "updateProject", "listKeys", "createKey", "updateKey", "revokeKey", "listPlans",
     "changePlan", "getCredits", "getUsage", "exportUsage", "listInvoices", "listAlerts",
     "adminCreateProject", "adminRecordPurchase", "adminCloseCycles", "adminIssueKey",
+    "adminListApprovals", "adminApprove", "adminReject", "adminSetEnterpriseTerms",
 }  # fmt: skip
 
 

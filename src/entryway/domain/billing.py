@@ -9,7 +9,7 @@ Plan changes, up or down, are scheduled and take effect when the next cycle star
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from entryway.domain.credits import CreditError, add_months, check_amount
@@ -20,6 +20,21 @@ LOW_BALANCE_SHARE = 10  # percent of the monthly grant under which a low-balance
 OVERAGE_CEILING_MONTHS = 10
 # ENTERPRISE's grant is per contract (0 until configured): its ceiling is at least this.
 ENTERPRISE_OVERAGE_CEILING = 1_000_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class EnterpriseTerms:
+    """One project's ENTERPRISE contract: its monthly price (micro-euros, VAT included) and
+    monthly credits; None leaves the service-wide value (`BillingConfig`) in force."""
+
+    monthly_micro_eur: int | None = None
+    monthly_credits: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.monthly_micro_eur is not None:
+            check_amount(self.monthly_micro_eur, "the ENTERPRISE monthly price")
+        if self.monthly_credits is not None:
+            check_amount(self.monthly_credits, "the ENTERPRISE monthly credits")
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +63,16 @@ class BillingConfig:
         check_amount(self.enterprise_monthly_credits, "the ENTERPRISE monthly credits")
         if not 0 <= self.overage_ceiling_months <= 1_000:
             raise CreditError("overage_ceiling_months must be from 0 to 1000")
+
+    def with_terms(self, terms: EnterpriseTerms) -> BillingConfig:
+        """This configuration for one project: its own ENTERPRISE price and grant, where the
+        operator set them, instead of the service-wide ones."""
+        price, credits = terms.monthly_micro_eur, terms.monthly_credits
+        if price is None:
+            price = self.enterprise_monthly_micro_eur
+        if credits is None:
+            credits = self.enterprise_monthly_credits
+        return replace(self, enterprise_monthly_micro_eur=price, enterprise_monthly_credits=credits)
 
     def overage_ceiling(self, p: Plan) -> int:
         """The most overage one cycle may reach through sponsorship holds."""

@@ -1,17 +1,21 @@
 """Operator endpoints, behind the operator token (ENTRYWAY_ADMIN_TOKEN; `entryway up` makes one
 in the data directory): create a user's project and its first key (an admin key), issue a key
 to an existing project (say, one whose admin keys were all lost), record a paid credit
-purchase, close the billing cycles that are due. API keys never reach these."""
+purchase, approve or reject paid plan changes and credit packs, set a project's ENTERPRISE
+terms, close the billing cycles that are due. API keys never reach these."""
 
 from __future__ import annotations
 
 import hmac
+import re
 from datetime import UTC, datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request, Response
 
 from entryway.domain.apikeys import KeyRole
+from entryway.domain.approvals import ApprovalStatus
+from entryway.domain.billing import EnterpriseTerms
 from entryway.service.key_grants import grantable, key_out, no_store, supported
 from entryway.service.problems import Problem
 from entryway.service.routes_billing import invoice_out
@@ -24,7 +28,14 @@ from entryway.service.schemas import (
     Purchase,
     PurchaseOut,
 )
+from entryway.service.schemas_approvals import (
+    ApprovalDecision,
+    ApprovalOut,
+    EnterpriseTermsIn,
+    EnterpriseTermsOut,
+)
 from entryway.service.services import Services
+from entryway.storage.approvals import Approvals, UnknownApprovalError
 from entryway.storage.ledger import IdempotencyKeyReusedError, purchase_lot_id
 from entryway.storage.store import UnknownError
 
@@ -43,6 +54,7 @@ async def operator(request: Request) -> Services:
 
 
 Operator = Annotated[Services, Depends(operator)]
+_APPROVAL_ID = re.compile(r"[0-9a-f-]{36}")
 
 
 def admin_routes() -> APIRouter:
@@ -104,6 +116,48 @@ def admin_routes() -> APIRouter:
             raise Problem(409, "idempotency_key_reused", "Purchase id reused", str(exc)) from None
         return PurchaseOut(lot_id=purchase_lot_id(body.purchase_id), created=created)
 
+    @router.get("/approvals", operation_id="adminListApprovals")
+    async def list_approvals(
+        services: Operator, status: ApprovalStatus = ApprovalStatus.PENDING
+    ) -> list[ApprovalOut]:
+        """Paid plan changes and credit packs in `status` (default pending, oldest first;
+        decided ones newest first), at most 200."""
+        found = await _approvals(services).with_status(status)
+        return [ApprovalOut.of(a) for a in found]
+
+    @router.post("/approvals/{approval_id}/approve", operation_id="adminApprove")
+    async def approve(
+        services: Operator, approval_id: str, body: ApprovalDecision | None = None
+    ) -> ApprovalOut:
+        """Apply a pending request: a plan change is scheduled for the next cycle, a credit
+        pack becomes a lot valid 12 months (purchase id: the approval's). Deciding again
+        changes nothing; the answer says how it was decided."""
+        return await _decide(services, approval_id, True, body)
+
+    @router.post("/approvals/{approval_id}/reject", operation_id="adminReject")
+    async def reject(
+        services: Operator, approval_id: str, body: ApprovalDecision | None = None
+    ) -> ApprovalOut:
+        """Refuse a pending request; nothing is applied."""
+        return await _decide(services, approval_id, False, body)
+
+    @router.put("/projects/{project_id}/enterprise-terms", operation_id="adminSetEnterpriseTerms")
+    async def enterprise_terms(
+        services: Operator, project_id: str, body: EnterpriseTermsIn
+    ) -> EnterpriseTermsOut:
+        """The project's own ENTERPRISE monthly price (micro-euros, VAT included) and monthly
+        credits; null: the service-wide values. Cycle closes from now on use them."""
+        terms = EnterpriseTerms(body.monthly_micro_eur, body.monthly_credits)
+        try:
+            await services.platform.billing.set_enterprise_terms(project_id, terms)
+        except UnknownError:
+            raise _no_project(project_id) from None
+        return EnterpriseTermsOut(
+            project_id=project_id,
+            monthly_micro_eur=terms.monthly_micro_eur,
+            monthly_credits=terms.monthly_credits,
+        )
+
     @router.post("/billing/close-cycles", operation_id="adminCloseCycles")
     async def close_cycles(services: Operator) -> CycleCloseOut:
         """Close every cycle that has ended: invoices, scheduled plan changes, new grants.
@@ -132,6 +186,39 @@ def admin_routes() -> APIRouter:
         }
 
     return router
+
+
+def _approvals(services: Services) -> Approvals:
+    return Approvals(services.store.engine, services.store.ledger)
+
+
+async def _decide(
+    services: Services, approval_id: str, approve: bool, body: ApprovalDecision | None
+) -> ApprovalOut:
+    if not _APPROVAL_ID.fullmatch(approval_id):
+        raise _no_approval(approval_id)
+    try:
+        decision = await _approvals(services).decide(
+            approval_id,
+            approve=approve,
+            decided_by="operator",
+            at=datetime.now(UTC),
+            note=body.note if body else None,
+        )
+    except UnknownApprovalError:
+        raise _no_approval(approval_id) from None
+    found = decision.approval
+    wanted = ApprovalStatus.APPROVED if approve else ApprovalStatus.REJECTED
+    if found.status is not wanted:
+        raise Problem(
+            409, "approval_decided", "Already decided",
+            f"approval {approval_id} was {found.status.value} before",
+        )  # fmt: skip
+    return ApprovalOut.of(found)
+
+
+def _no_approval(approval_id: str) -> Problem:
+    return Problem(404, "approval_not_found", "Approval not found", f"no approval {approval_id}")
 
 
 def _no_project(project_id: str) -> Problem:

@@ -8,7 +8,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from fastapi import APIRouter, Request, Response
+from fastapi.responses import JSONResponse
 
+from entryway.domain.approvals import ApprovalKind, plan_change_needs_approval
 from entryway.domain.plans import PLANS
 from entryway.service.auth import AdminCaller, CurrentCaller
 from entryway.service.key_grants import (
@@ -32,8 +34,10 @@ from entryway.service.schemas import (
     ProjectOut,
     ProjectPatch,
 )
+from entryway.service.schemas_approvals import ApprovalOut
 from entryway.service.services import Services
 from entryway.storage.apikeys import KeyInfo, LastAdminKeyError, UnknownKeyError
+from entryway.storage.approvals import Approvals
 from entryway.storage.store import Project
 
 
@@ -150,12 +154,33 @@ def platform_routes() -> APIRouter:
             for p in PLANS.values()
         ]
 
-    @router.put("/project/plan", operation_id="changePlan")
-    async def change_plan(who: AdminCaller, request: Request, body: PlanChange) -> ProjectOut:
-        """Schedule an upgrade or downgrade; it takes effect when the next cycle starts.
-        Asking for the current plan cancels a scheduled change."""
-        project = await services_of(request).store.schedule_plan_change(who.project_id, body.plan)
-        return project_out(project)
+    @router.put(
+        "/project/plan",
+        operation_id="changePlan",
+        response_model=ProjectOut,
+        responses={202: {"model": ApprovalOut, "description": "waiting for the operator"}},
+    )
+    async def change_plan(who: AdminCaller, request: Request, body: PlanChange) -> Response:
+        """Schedule a change to FREE, or cancel a scheduled change by asking for the current
+        plan: it takes effect when the next cycle starts (200, the project). A paid plan
+        waits for the operator's approval: 202 with the pending approval, and nothing
+        changes until the operator approves it (then it is scheduled for the next cycle)."""
+        services = services_of(request)
+        store = services.store
+        now = datetime.now(UTC)
+        approvals = Approvals(store.engine, store.ledger)
+        by = f"key:{who.key_id}"
+        project = await store.project(who.project_id)
+        if plan_change_needs_approval(project.plan, body.plan):
+            pending = await approvals.request(
+                who.project_id, ApprovalKind.PLAN_CHANGE, body.plan.value, by, now
+            )
+            out = ApprovalOut.of(pending).model_dump(mode="json", by_alias=True)
+            return JSONResponse(out, status_code=202)
+        await approvals.withdraw_plan_changes(who.project_id, by, now)
+        project = await store.schedule_plan_change(who.project_id, body.plan)
+        out = project_out(project).model_dump(mode="json", by_alias=True)
+        return JSONResponse(out)
 
     return router
 

@@ -16,12 +16,12 @@ from sqlalchemy import insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from entryway.domain.billing import BillingConfig, Invoice, close_cycle
+from entryway.domain.billing import BillingConfig, EnterpriseTerms, Invoice, close_cycle
 from entryway.domain.credits import CreditLot, LotKind
 from entryway.domain.plans import PlanName
 from entryway.storage.ledger import lot_row, utc
 from entryway.storage.schema import alerts, credit_lots, invoices, projects
-from entryway.storage.store import grant_lot_id, project_from_row
+from entryway.storage.store import Project, UnknownError, grant_lot_id, project_from_row
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +105,7 @@ class Billing:
         sub = project.subscription
         if not sub.due(at):
             return None
-        result = close_cycle(sub, project.cycle_overage, self.config)
+        result = close_cycle(sub, project.cycle_overage, self.config_for(project))
         invoice_id = str(uuid.uuid4())
         inv = result.invoice
         await db.execute(
@@ -138,6 +138,26 @@ class Billing:
             lot = CreditLot.new(lot_id, LotKind.GRANT, result.grant, nxt.cycle_start)
             await db.execute(insert(credit_lots).values(project_id=project_id, **lot_row(lot)))
         return StoredInvoice(invoice_id, inv, at)
+
+    def config_for(self, project: Project) -> BillingConfig:
+        """The billing terms of one project: the service's, with its own ENTERPRISE price and
+        grant where the operator set them."""
+        return self.config.with_terms(project.enterprise_terms)
+
+    async def set_enterprise_terms(self, project_id: str, terms: EnterpriseTerms) -> None:
+        """Set (or, with None, clear) a project's own ENTERPRISE price and grant: the next
+        cycle close invoices and grants by them."""
+        async with self.engine.begin() as db:
+            done = await db.execute(
+                update(projects)
+                .where(projects.c.project_id == project_id)
+                .values(
+                    enterprise_monthly_micro_eur=terms.monthly_micro_eur,
+                    enterprise_monthly_credits=terms.monthly_credits,
+                )
+            )
+        if done.rowcount == 0:
+            raise UnknownError(f"no project {project_id}")
 
     async def due_projects(self, at: datetime) -> list[str]:
         """Projects whose cycle has ended (for the periodic closer). A row that does not read

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -14,7 +14,7 @@ from sqlalchemy import insert, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from entryway.domain.apikeys import IssuedKey, KeyEnvironment, KeyRole
-from entryway.domain.billing import Subscription
+from entryway.domain.billing import EnterpriseTerms, Subscription
 from entryway.domain.credits import CreditAccount, CreditLot, LotKind
 from entryway.domain.plans import PlanName
 from entryway.domain.plans import plan as plan_of
@@ -46,6 +46,7 @@ class Project:
     cycle_started_at: datetime
     cycle_overage: int
     low_balance_credits: int | None
+    enterprise_terms: EnterpriseTerms = field(default_factory=EnterpriseTerms)  # unset: service's
 
     @property
     def subscription(self) -> Subscription:
@@ -73,6 +74,9 @@ def project_from_row(r: Any) -> Project:
         cycle_started_at=_utc(r.cycle_started_at or r.created_at),
         cycle_overage=int(r.cycle_overage),
         low_balance_credits=r.low_balance_credits,
+        enterprise_terms=EnterpriseTerms(
+            r.enterprise_monthly_micro_eur, r.enterprise_monthly_credits
+        ),
     )
 
 
