@@ -263,9 +263,9 @@ async def test_an_anchored_notarization_downloads_its_proof(
     try:
         intruder = await other.new_page()
         await sign_up(intruder, service)
-        answer = await intruder.request.get(
-            f"{operations.removesuffix('/operations')}/notarizations/{notarization_id}/proof"
-        )
-        assert answer.status == 404
+        project = operations.removesuffix("/operations")
+        for path in ("/webhooks", "/policies", f"/notarizations/{notarization_id}/proof"):
+            answer = await intruder.request.get(f"{project}{path}")
+            assert answer.status == 404, path
     finally:
         await other.close()
