@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from entryway.dashboard.operator_commands import operator_app
 from entryway.domain.networks import DEFAULT_DEVNET_CHAINS, NETWORKS
 from entryway.errors import EntrywayError
 from entryway.paymaster.commands import paymaster_app
@@ -35,6 +36,7 @@ app = typer.Typer(
 )
 app.add_typer(paymaster_app)
 app.add_typer(config_app)
+app.add_typer(operator_app)
 
 DataDir = Annotated[Path, typer.Option("--data-dir", help="Where state and devnet keys live.")]
 

@@ -40,6 +40,7 @@ from entryway.paymaster.settlement import (
     SponsorshipSettler,
 )
 from entryway.service.limits import RequestLimits
+from entryway.service.maintenance import ChainMaintenance
 from entryway.service.ratelimit import RateLimiter, parse_limits
 from entryway.service.services import ChainRuntime, Services
 from entryway.service.wallet_wiring import bundler_port, recovery_flows
@@ -48,6 +49,7 @@ from entryway.settings.model import Settings
 from entryway.settings.networks import register_networks
 from entryway.storage.billing import Billing
 from entryway.storage.engine import make_engine, migrate
+from entryway.storage.maintenance import MaintenanceRecords
 from entryway.storage.notary import NotaryStore
 from entryway.storage.policies import PolicyStore, SqlSponsorshipUsage
 from entryway.storage.private_files import private_directory, write_private_file
@@ -117,7 +119,9 @@ async def build_services(
         services.webhook_secrets = secrets
         services.webhook_destinations = settings.webhooks.destinations
         services.admin_token = _admin_token(settings)
-        services.maintenance = {c.chain_id for c in settings.chains if c.maintenance}
+        services.maintenance = ChainMaintenance(
+            (c.chain_id for c in settings.chains if c.maintenance), MaintenanceRecords(engine)
+        )
         events = WebhookStore(engine)
         platform.meter.on_alert = alert_events(events)
         if serving:

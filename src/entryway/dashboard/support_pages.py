@@ -1,9 +1,112 @@
-"""Support requests, with the plan's support level and the additional-network form."""
+"""Support requests, with the plan's support level and the additional-network form: a user
+files a request about one of their projects (or none) and reads the operator's answers. Each
+user sees only their own requests."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+from starlette.datastructures import FormData
+
+from entryway.dashboard import web
+from entryway.domain.support import (
+    SupportError,
+    SupportTopic,
+    checked_message,
+    network_request,
+    support_promise,
+)
+from entryway.storage.store import Project
+from entryway.storage.support import SupportRequests
+
+NETWORK_FIELDS = ("chain_name", "mainnet_chain_id", "testnet_chain_id", "use_case")
+
+
+@dataclass(frozen=True, slots=True)
+class ProjectChoice:
+    project: Project
+    promise: str  # e.g. "FREE: community support"
+
+
+def requests_of(request: Request) -> SupportRequests:
+    return SupportRequests(web.services(request).store.engine)
+
+
+async def project_choices(request: Request, who: web.Viewer) -> list[ProjectChoice]:
+    """The viewer's own projects (not every project, even for an operator user)."""
+    if who.user_id is None:
+        return []
+    store = web.services(request).store
+    ids = await web.accounts(request).project_ids(who.user_id)
+    projects = [await store.project(project_id) for project_id in ids]
+    return [ProjectChoice(p, support_promise(p.plan)) for p in projects]
+
+
+def filed_details(data: FormData, topic: SupportTopic) -> dict[str, Any] | None:
+    """The additional-network fields, when technical support names a network: every field
+    then, the chain ids as positive integers."""
+    given = {name: web.text(data, name) for name in NETWORK_FIELDS}
+    if topic is not SupportTopic.TECHNICAL or not any(given.values()):
+        return None
+    return dict(network_request(**given).as_details())
 
 
 def routes() -> APIRouter:
-    return APIRouter()
+    router = APIRouter()
+
+    async def support_page(
+        request: Request,
+        who: web.Viewer,
+        *,
+        error: str | None = None,
+        form: dict[str, str] | None = None,
+        status: int = 200,
+    ) -> Response:
+        context = {
+            "choices": await project_choices(request, who),
+            "topics": list(SupportTopic),
+            "requests": []
+            if who.user_id is None
+            else await requests_of(request).of_user(who.user_id),
+            "form": form or {"topic": request.query_params.get("topic", "")},
+            "error": error,
+            "done": request.query_params.get("done"),
+        }
+        return web.render(request, who, "support.html", context, status=status)
+
+    @router.get("/support")
+    async def support(request: Request, who: web.SignedIn) -> Response:
+        return await support_page(request, who)
+
+    @router.post("/support")
+    async def file_request(request: Request, who: web.SignedIn) -> Response:
+        data = await web.form(request, who)
+        form = {name: web.text(data, name) for name in ("project_id", "topic", "message")}
+        form.update({name: web.text(data, name) for name in NETWORK_FIELDS})
+        try:
+            if who.user_id is None:
+                raise SupportError("Sign in as a user to file a support request.")
+            project_id = form["project_id"] or None
+            if project_id is not None and not await _is_member(request, who.user_id, project_id):
+                raise SupportError("Choose one of your projects, or none.")
+            try:
+                topic = SupportTopic(form["topic"])
+            except ValueError:
+                raise SupportError("Choose a topic from the list.") from None
+            message = checked_message(web.text(data, "message", limit=10_000))
+            details = filed_details(data, topic)
+        except SupportError as exc:
+            return await support_page(request, who, error=str(exc), form=form, status=400)
+        await requests_of(request).file(who.user_id, project_id, topic, message, details, web.now())
+        return web.redirect(request, who, f"{web.PREFIX}/support?done=filed")
+
+    return router
+
+
+async def _is_member(request: Request, user_id: str, project_id: str) -> bool:
+    if not web.plausible_id(project_id):
+        return False
+    return await web.accounts(request).role(project_id, user_id) is not None

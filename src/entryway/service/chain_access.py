@@ -48,8 +48,10 @@ class ChainGate:
                 f"chain {chain_id} is enabled but this service has no RPC endpoint for it",
                 checks=[{"check": "rpc_configured", "passed": False}],
             )  # fmt: skip
+        closed = await services.maintenance.window(chain_id)
+        reason = "" if closed is None else closed.reason
         status = await self.health.status(
-            chain_id, chain.eth, maintenance=chain_id in services.maintenance
+            chain_id, chain.eth, maintenance=closed is not None, reason=reason
         )
         if not status.ok:
             failed = "; ".join(c.detail for c in status.checks if not c.passed)

@@ -36,10 +36,13 @@ class ChainHealth:
     def __init__(self) -> None:
         self._healthy_until: dict[int, float] = {}
 
-    async def status(self, chain_id: int, eth: EthClient, *, maintenance: bool) -> NetworkStatus:
+    async def status(
+        self, chain_id: int, eth: EthClient, *, maintenance: bool, reason: str = ""
+    ) -> NetworkStatus:
+        """`reason`: why the network is under maintenance, told to the caller."""
         if maintenance:
             self._healthy_until.pop(chain_id, None)
-            return _status(chain_id, reachable=True, maintenance=True, answered=None)
+            return _status(chain_id, reachable=True, maintenance=True, answered=None, reason=reason)
         if self._healthy_until.get(chain_id, 0.0) > time.monotonic():
             return _status(chain_id, reachable=True, maintenance=False, answered=chain_id)
         try:
@@ -53,8 +56,9 @@ class ChainHealth:
 
 
 def _status(
-    chain_id: int, *, reachable: bool, maintenance: bool, answered: int | None
+    chain_id: int, *, reachable: bool, maintenance: bool, answered: int | None, reason: str = ""
 ) -> NetworkStatus:
+    closed = "the network is under maintenance" + (f" ({reason})" if reason else "")
     matches = answered == chain_id
     return NetworkStatus(
         chain_id,
@@ -67,7 +71,7 @@ def _status(
             NetworkCheck(
                 "not_under_maintenance",
                 not maintenance,
-                "the network is under maintenance" if maintenance else "",
+                closed if maintenance else "",
             ),
             NetworkCheck(
                 "chain_id_matches",

@@ -15,6 +15,7 @@ from entryway.notary.service import Notary
 from entryway.paymaster.deposit import DepositStatus
 from entryway.paymaster.erc7677 import PaymasterRpc
 from entryway.paymaster.settlement import SponsorshipSettler
+from entryway.service.maintenance import ChainMaintenance
 from entryway.service.metering import Meter
 from entryway.service.ratelimit import RateLimiter
 from entryway.storage.billing import Billing
@@ -45,7 +46,7 @@ class Platform:
 class Services:
     chains: dict[int, ChainRuntime] = field(default_factory=dict)
     prices: PriceBook = field(default_factory=default_price_book)
-    maintenance: set[int] = field(default_factory=set)  # chain ids under maintenance
+    maintenance: ChainMaintenance = field(default_factory=ChainMaintenance)  # chains closed now
     admin_token: str | None = None
     paymaster: PaymasterRpc | None = None  # ERC-7677 on /rpc/{chainId}
     settler: SponsorshipSettler | None = None  # settles the holds of sponsored ops

@@ -190,9 +190,9 @@ async def test_network_connection_problems_list_the_failed_checks(
         "chain_id_matches": False,
     }
     assert (await checks(8453))["chain_id_matches"] is False
-    services.maintenance.add(CHAIN)
+    services.maintenance.configured.add(CHAIN)
     assert (await checks(CHAIN))["not_under_maintenance"] is False
-    services.maintenance.clear()
+    services.maintenance.configured.clear()
     r = await client.get("/get-sdk-defaults", params={"chainId": CHAIN}, headers=auth)
     assert r.status_code == 200 and r.json()["chainId"] == CHAIN
     listed = (await client.get("/sdk-defaults", headers=auth)).json()["chains"]

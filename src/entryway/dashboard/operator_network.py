@@ -1,0 +1,97 @@
+"""What the operator's network page shows for each chain this service runs: whether its RPC
+answers and with which chain id, the bundler's executor balances, the paymaster's deposit as
+its watcher last read it, and whether the chain is under maintenance. Read when the page is
+opened, each probe bounded in time, so one dead node does not hold the page."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+from dataclasses import dataclass
+from datetime import datetime
+
+from entryway.chain.rpc import RpcError, RpcTransportError
+from entryway.domain.networks import NETWORKS, Network
+from entryway.observability.redaction import public_url
+from entryway.service.chainhealth import PROBE_TIMEOUT_SECONDS
+from entryway.service.readiness_checks import ReadinessSettings
+from entryway.service.services import ChainRuntime, Services
+
+UNREADABLE = (TimeoutError, RpcTransportError, RpcError, OSError, ValueError)
+# An executor under this cannot pay for bundles long: the readiness check's own floor.
+EXECUTOR_MIN_WEI = ReadinessSettings().executor_min_wei
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutorBalance:
+    address: str
+    balance_wei: int | None  # None: the node did not answer
+
+    @property
+    def low(self) -> bool:
+        return self.balance_wei is not None and self.balance_wei < EXECUTOR_MIN_WEI
+
+
+@dataclass(frozen=True, slots=True)
+class ChainReport:
+    chain_id: int
+    network: Network | None
+    rpc: str  # scheme, host and port only: hosted providers carry keys in the rest
+    reported_chain_id: int | None  # None: the RPC did not answer
+    executors: tuple[ExecutorBalance, ...]
+    deposit_wei: int | None  # None: not read yet, or no paymaster
+    deposit_threshold_wei: int | None
+    maintenance_reason: str | None  # None: open for operations
+    maintenance_since: datetime | None
+    maintenance_configured: bool  # marked in the settings: only the settings lift it
+
+    @property
+    def reachable(self) -> bool:
+        return self.reported_chain_id is not None
+
+    @property
+    def chain_id_matches(self) -> bool:
+        return self.reported_chain_id == self.chain_id
+
+    @property
+    def deposit_low(self) -> bool:
+        return (
+            self.deposit_wei is not None
+            and self.deposit_threshold_wei is not None
+            and self.deposit_wei < self.deposit_threshold_wei
+        )
+
+
+async def _bounded(probe: Awaitable[int]) -> int | None:
+    try:
+        return await asyncio.wait_for(probe, PROBE_TIMEOUT_SECONDS)
+    except UNREADABLE:
+        return None
+
+
+async def _report(services: Services, chain: ChainRuntime) -> ChainReport:
+    executors = [e.address for e in chain.rpc.bundler.executors]
+    reported, *balances = await asyncio.gather(
+        _bounded(chain.eth.chain_id()),
+        *(_bounded(chain.eth.get_balance(a)) for a in executors),
+    )
+    deposit = services.deposits.get(chain.chain_id)
+    closed = await services.maintenance.window(chain.chain_id)
+    return ChainReport(
+        chain_id=chain.chain_id,
+        network=NETWORKS.get(chain.chain_id),
+        rpc=public_url(chain.rpc_url),
+        reported_chain_id=reported,
+        executors=tuple(ExecutorBalance(a, b) for a, b in zip(executors, balances, strict=True)),
+        deposit_wei=None if deposit is None else deposit.deposit_wei,
+        deposit_threshold_wei=None if deposit is None else deposit.threshold_wei,
+        maintenance_reason=None if closed is None else closed.reason,
+        maintenance_since=None if closed is None else closed.since,
+        maintenance_configured=chain.chain_id in services.maintenance.configured,
+    )
+
+
+async def network_reports(services: Services) -> list[ChainReport]:
+    """One report per chain this service runs, by chain id."""
+    chains = [services.chains[c] for c in sorted(services.chains)]
+    return list(await asyncio.gather(*(_report(services, c) for c in chains)))

@@ -1,0 +1,145 @@
+"""Support requests in the database: filed by a signed-in user (about one of their projects
+or none), listed for their author, and listed and answered by the operator.
+
+An answer is given once: the row moves from open to answered under a condition on its status,
+so two operators answering at the same moment cannot overwrite each other."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import and_, insert, select, update
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from entryway.domain.support import RequestStatus, SupportTopic
+from entryway.errors import EntrywayError
+from entryway.storage.apikeys import utc
+from entryway.storage.schema import projects, support_requests, users
+
+LIST_LIMIT = 200
+
+
+class UnknownSupportRequestError(EntrywayError):
+    """No such support request."""
+
+
+class AlreadyAnsweredError(EntrywayError):
+    """The request has an answer already."""
+
+
+@dataclass(frozen=True, slots=True)
+class SupportRequest:
+    request_id: str
+    project_id: str | None
+    project_name: str | None
+    user_id: str
+    email: str
+    topic: SupportTopic
+    message: str
+    status: RequestStatus
+    created_at: datetime
+    details: dict[str, Any] = field(default_factory=dict)  # the topic's own fields
+    answer: str | None = None
+    answered_at: datetime | None = None
+
+
+def _request(r: Any) -> SupportRequest:
+    return SupportRequest(
+        request_id=r.request_id,
+        project_id=r.project_id,
+        project_name=r.name,
+        user_id=r.user_id,
+        email=r.email,
+        topic=SupportTopic(r.topic),
+        message=r.message,
+        status=RequestStatus(r.status),
+        created_at=utc(r.created_at),
+        details=json.loads(r.details) if r.details else {},
+        answer=r.answer,
+        answered_at=utc(r.answered_at) if r.answered_at else None,
+    )
+
+
+_LISTED = (
+    select(support_requests, users.c.email, projects.c.name)
+    .select_from(
+        support_requests.join(users, users.c.user_id == support_requests.c.user_id).outerjoin(
+            projects, projects.c.project_id == support_requests.c.project_id
+        )
+    )
+    .order_by(support_requests.c.created_at.desc())
+)
+
+
+class SupportRequests:
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+
+    async def file(
+        self,
+        user_id: str,
+        project_id: str | None,
+        topic: SupportTopic,
+        message: str,
+        details: dict[str, Any] | None,
+        at: datetime,
+    ) -> str:
+        """A new open request; its id. The caller has checked the user may name the project."""
+        request_id = str(uuid.uuid4())
+        async with self.engine.begin() as db:
+            await db.execute(
+                insert(support_requests).values(
+                    request_id=request_id,
+                    project_id=project_id,
+                    user_id=user_id,
+                    topic=topic.value,
+                    message=message,
+                    details=json.dumps(details, sort_keys=True) if details else None,
+                    status=RequestStatus.OPEN.value,
+                    created_at=at,
+                )
+            )
+        return request_id
+
+    async def of_user(self, user_id: str) -> list[SupportRequest]:
+        """The user's own requests, newest first."""
+        query = _LISTED.where(support_requests.c.user_id == user_id).limit(LIST_LIMIT)
+        async with self.engine.connect() as db:
+            return [_request(r) for r in await db.execute(query)]
+
+    async def listed(self, status: RequestStatus) -> list[SupportRequest]:
+        """Every user's requests in `status`, newest first (the operator's view)."""
+        query = _LISTED.where(support_requests.c.status == status.value).limit(LIST_LIMIT)
+        async with self.engine.connect() as db:
+            return [_request(r) for r in await db.execute(query)]
+
+    async def get(self, request_id: str) -> SupportRequest:
+        query = _LISTED.where(support_requests.c.request_id == request_id)
+        async with self.engine.connect() as db:
+            row = (await db.execute(query)).one_or_none()
+        if row is None:
+            raise UnknownSupportRequestError(f"no support request {request_id}")
+        return _request(row)
+
+    async def answer(self, request_id: str, answer: str, at: datetime) -> SupportRequest:
+        """Answer an open request (once)."""
+        async with self.engine.begin() as db:
+            done = await db.execute(
+                update(support_requests)
+                .where(
+                    and_(
+                        support_requests.c.request_id == request_id,
+                        support_requests.c.status == RequestStatus.OPEN.value,
+                    )
+                )
+                .values(status=RequestStatus.ANSWERED.value, answer=answer, answered_at=at)
+            )
+        if not done.rowcount:
+            found = await self.get(request_id)  # raises when there is no such request
+            if found.status is RequestStatus.ANSWERED:
+                raise AlreadyAnsweredError("This request has been answered already.")
+        return await self.get(request_id)
