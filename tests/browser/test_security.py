@@ -151,6 +151,24 @@ async def test_a_password_change_ends_the_other_sessions(
         await other_context.close()
 
 
+async def test_signing_in_as_someone_else_ends_the_previous_session(
+    page: Page, service: Service
+) -> None:
+    first = Visitor(service)
+    token = csrf_token((await first.get("/dashboard/signup")).text)
+    account = {"email": new_email("first"), "password": PASSWORD, "password_again": PASSWORD}
+    made = await first.post("/dashboard/signup", {**account, "csrf_token": token})
+    assert made.status_code == 303
+    before = dict(first.cookies)
+    second_email = await sign_up(page, service)
+    token = csrf_token((await first.get("/dashboard/projects")).text)
+    form = {"csrf_token": token, "email": second_email, "password": PASSWORD}
+    assert (await first.post("/dashboard/signin", form)).status_code == 303
+    assert first.cookies[SESSION] != before[SESSION]
+    assert (await first.get("/dashboard/projects")).status_code == 200
+    assert (await Visitor(service, before).get("/dashboard/projects")).status_code == 303
+
+
 # ------------------------------------------------------------------- lockout
 
 
@@ -298,6 +316,37 @@ async def test_every_post_form_anyone_can_reach_refuses_a_missing_or_foreign_tok
                 assert answer.status_code == 403, (form.page, form.action, answer.status_code)
         assert not crawled.csp_violations, crawled.csp_violations
     assert (await owner.get(project)).status_code == 200  # signed out by none of them
+
+
+async def test_every_project_page_and_form_is_not_found_for_a_non_member(
+    page: Page, context: BrowserContext, browser: Browser, service: Service
+) -> None:
+    await sign_up(page, service)
+    project_id = await new_project(page, service, "Members only", [80002, 84532])
+    await issue_key(service, project_id)
+    await invitation_link(page, service, project_id, new_email("pending"))
+    seen = await crawl(page, service, [f"/dashboard/projects/{project_id}"])
+    urls = [u for u in seen.pages if project_id in u]
+    actions = [f for f in seen.forms.values() if project_id in f.action]
+    assert len(urls) >= 3 and len(actions) >= 2
+    intruder_context, intruder_page = await fresh_page(browser)
+    try:
+        await sign_up(intruder_page, service)
+        intruder = await Visitor.of(intruder_context, service)
+        token = csrf_token((await intruder.get("/dashboard/projects")).text)
+        for url in urls:
+            answer = await intruder.get(url)
+            assert answer.status_code == 404, url
+            assert "Members only" not in answer.text, url
+        for form in actions:  # with the intruder's own, valid token
+            fields = [(k, "Hijacked" if k == "name" else v) for k, v in form.with_token(token)]
+            answer = await intruder.post(form.action, fields)
+            assert answer.status_code == 404, form.action
+    finally:
+        await intruder_context.close()
+    owner = await Visitor.of(context, service)
+    overview = await owner.get(f"/dashboard/projects/{project_id}")
+    assert "Members only" in overview.text and "Hijacked" not in overview.text
 
 
 # ------------------------------------------------------------------- secrets

@@ -22,7 +22,11 @@ SIGN_IN_FAILED = "That email and password do not match an account."
 LOCKED = "Too many failed attempts: wait a little and try again."
 
 
-def _signed_in_as(who: Viewer, secret: str) -> None:
+async def _signed_in_as(request: Request, who: Viewer, secret: str) -> None:
+    """The browser's new session; the one it had before (another account's, say) ends."""
+    previous = request.cookies.get(web.SESSION_COOKIE)
+    if previous:
+        await web.accounts(request).close_session(previous)
     who.cookies[web.SESSION_COOKIE] = secret
     who.cookies[web.CSRF_COOKIE] = None
 
@@ -63,7 +67,7 @@ def auth_routes() -> APIRouter:
             context = {"error": str(exc), "email": email_given, "next": web.text(data, "next")}
             return web.render(request, who, "signup.html", context, status=400)
         secret, _ = await web.accounts(request).open_session(user_id, operator=False, at=web.now())
-        _signed_in_as(who, secret)
+        await _signed_in_as(request, who, secret)
         return web.redirect(request, who, _next(web.text(data, "next")))
 
     @router.get("/signin")
@@ -93,7 +97,7 @@ def auth_routes() -> APIRouter:
             assert user is not None
             await store.record_sign_in(user.user_id, SignInState(0, None))
             secret, _ = await store.open_session(user.user_id, operator=False, at=at)
-            _signed_in_as(who, secret)
+            await _signed_in_as(request, who, secret)
             return web.redirect(request, who, _next(web.text(data, "next")))
         else:
             error = SIGN_IN_FAILED  # the attempt is already counted
@@ -113,7 +117,7 @@ def auth_routes() -> APIRouter:
             context = {"error": "That is not the operator token."}
             return web.render(request, who, "operator_signin.html", context, status=400)
         secret, _ = await web.accounts(request).open_session(None, operator=True, at=web.now())
-        _signed_in_as(who, secret)
+        await _signed_in_as(request, who, secret)
         return web.redirect(request, who, f"{web.PREFIX}/operator")
 
     @router.post("/signout")
@@ -155,7 +159,7 @@ def auth_routes() -> APIRouter:
             return web.render(request, who, "account.html", {"error": str(exc)}, status=400)
         await store.set_password(user.user_id, await hash_password(new))  # ends every session
         secret, _ = await store.open_session(user.user_id, operator=False, at=web.now())
-        _signed_in_as(who, secret)
+        await _signed_in_as(request, who, secret)
         return web.redirect(request, who, f"{web.PREFIX}/account?done=password")
 
     @router.get("/invitations/{token}")
