@@ -68,19 +68,16 @@ class DepositRow:
 
     @property
     def amount(self) -> str:
-        if self.reading is None:
-            return NOTHING
-        token = self.network.native_token if self.network else None
-        decimals, symbol = (token.decimals, token.symbol) if token else (18, "")
-        return f"{native_amount(self.reading.deposit_wei, decimals)} {symbol}".strip()
+        return NOTHING if self.reading is None else self._in_token(self.reading.deposit_wei)
 
     @property
     def threshold(self) -> str:
-        if self.reading is None:
-            return NOTHING
+        return NOTHING if self.reading is None else self._in_token(self.reading.threshold_wei)
+
+    def _in_token(self, wei: int) -> str:
         token = self.network.native_token if self.network else None
-        decimals = token.decimals if token else 18
-        return native_amount(self.reading.threshold_wei, decimals)
+        decimals, symbol = (token.decimals, token.symbol) if token else (18, "")
+        return f"{native_amount(wei, decimals)} {symbol}".strip()
 
 
 def native_amount(wei: int, decimals: int = 18, places: int = 6) -> str:
