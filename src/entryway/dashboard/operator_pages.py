@@ -15,7 +15,12 @@ from entryway.dashboard import web
 from entryway.dashboard.operator_network import network_reports
 from entryway.domain.networks import NETWORKS
 from entryway.domain.plans import MICRO_EUR_PER_EUR, PLANS, Plan
-from entryway.domain.support import RequestStatus, SupportError, checked_answer
+from entryway.domain.support import (
+    SUPPORT_PROMISES,
+    RequestStatus,
+    SupportError,
+    checked_answer,
+)
 from entryway.storage.project_directory import ListedProject, every_project
 from entryway.storage.support import (
     AlreadyAnsweredError,
@@ -131,6 +136,7 @@ def routes() -> APIRouter:
             "extra": sorted(book.extra.items()),
             "networks": NETWORKS,
             "euros": euros,
+            "support": SUPPORT_PROMISES,
             "section": "plans",
         }
         return web.render(request, who, "operator_plans.html", context)
