@@ -204,7 +204,7 @@ class Meter:
         balance = (await self.store.credit_account(project_id)).balance(now)
         raised: list[str] = []
         threshold = low_balance_threshold(
-            plan(project.plan), self.billing.config, project.low_balance_credits
+            plan(project.plan), self.billing.config_for(project), project.low_balance_credits
         )
         checks = {
             "credits.low": (balance < threshold, {"balance": balance, "threshold": threshold}),

@@ -76,7 +76,7 @@ def billing_routes() -> APIRouter:
         outlook = forecast(sub, used, balance, now)
         days = max((now - sub.cycle_start).days, 0) + 1
         p = plan(project.plan)
-        config = services.platform.billing.config
+        config = services.platform.billing.config_for(project)  # its ENTERPRISE terms
         services.platform.meter.count_read(who, "credits")
         return CreditsOut(
             balance=balance,

@@ -15,7 +15,7 @@ from sqlalchemy import and_, insert, select, update
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from entryway.domain.billing import BillingConfig
+from entryway.domain.billing import BillingConfig, EnterpriseTerms
 from entryway.domain.credits import (
     CreditAccount,
     CreditLot,
@@ -50,15 +50,20 @@ async def lock_project(
     db: AsyncConnection, project_id: str, config: BillingConfig
 ) -> _LockedProject:
     """Serialise a project's ledger work (PostgreSQL row lock; SQLite locks the file)."""
-    query = select(projects.c.cycle_overage, projects.c.plan).where(
-        projects.c.project_id == project_id
-    )
+    query = select(
+        projects.c.cycle_overage,
+        projects.c.plan,
+        projects.c.enterprise_monthly_micro_eur,
+        projects.c.enterprise_monthly_credits,
+    ).where(projects.c.project_id == project_id)
     if db.dialect.name == "postgresql":
         query = query.with_for_update()
     row = (await db.execute(query)).one_or_none()
     if row is None:
         raise LedgerError(f"unknown project {project_id}")
-    return _LockedProject(int(row.cycle_overage), config.overage_ceiling(plan(row.plan)))
+    terms = EnterpriseTerms(row.enterprise_monthly_micro_eur, row.enterprise_monthly_credits)
+    ceiling = config.with_terms(terms).overage_ceiling(plan(row.plan))  # its own ENTERPRISE grant
+    return _LockedProject(int(row.cycle_overage), ceiling)
 
 
 async def live_account(

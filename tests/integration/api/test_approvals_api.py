@@ -57,13 +57,18 @@ async def test_a_rejected_plan_change_changes_nothing(api: Api) -> None:
 
 
 async def test_the_operator_sets_a_projects_enterprise_terms(api: Api) -> None:
-    pid, _ = await api.new_project(PlanName.ENTERPRISE)
+    pid, key = await api.new_project(PlanName.ENTERPRISE)
     body = {"monthlyMicroEur": 1_500_000_000, "monthlyCredits": 2_000_000_000}
     url = f"/v1/admin/projects/{pid}/enterprise-terms"
     r = await api.client.put(url, headers=OPERATOR, json=body)
     assert r.status_code == 200 and r.json()["monthlyCredits"] == 2_000_000_000
     terms = (await api.services.store.project(pid)).enterprise_terms
     assert terms == EnterpriseTerms(1_500_000_000, 2_000_000_000)
+    credits = (await api.client.get("/v1/credits", headers=api.auth(key))).json()
+    assert (credits["monthlyCredits"], credits["lowBalanceThreshold"]) == (
+        2_000_000_000,
+        200_000_000,
+    )
     r = await api.client.put("/v1/admin/projects/nope/enterprise-terms", headers=OPERATOR, json={})
     assert r.status_code == 404
     r = await api.client.put(url, headers=OPERATOR, json={"monthlyCredits": -1})
