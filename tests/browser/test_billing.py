@@ -77,6 +77,8 @@ async def test_pro_waits_for_the_operator_and_a_project_key_alone_cannot_change_
 
         operator = await operator_page(browser, service)
         try:
+            await operator.goto(f"{service.dashboard}/operator/approvals")
+            await screenshots(operator, "approvals-pending")
             await decide(operator, service, project_id, "Approve", note="invoice 2026-118")
             assert "Approved." in await operator.locator("[role=status]").inner_text()
             done = operator.locator("#decided tr[data-status=approved]", has_text="Storefront")
