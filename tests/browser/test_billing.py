@@ -50,7 +50,7 @@ async def admin_key(service: Service, project_id: str) -> str:
 async def test_pro_waits_for_the_operator_and_a_project_key_alone_cannot_change_the_plan(
     page: Page, browser: Browser, service: Service
 ) -> None:
-    await sign_up(page, service)
+    email = await sign_up(page, service)
     project_id = await new_project(page, service, "Storefront", [80002])
     billing = f"{service.dashboard}/projects/{project_id}/billing"
     await page.goto(billing)
@@ -61,6 +61,7 @@ async def test_pro_waits_for_the_operator_and_a_project_key_alone_cannot_change_
     assert await page.locator("#scheduled-plan").count() == 0
     row = page.locator("#approvals tbody tr").first
     assert "PRO" in await row.inner_text() and await row.get_attribute("data-status") == "pending"
+    assert email in await row.inner_text()  # who asked
     await screenshots(page, "billing-pending")
     no_entry = await page.goto(f"{service.dashboard}/operator/approvals")
     assert no_entry is not None and no_entry.status == 404  # users are not the operator
@@ -79,6 +80,8 @@ async def test_pro_waits_for_the_operator_and_a_project_key_alone_cannot_change_
         try:
             await operator.goto(f"{service.dashboard}/operator/approvals")
             await screenshots(operator, "approvals-pending")
+            waiting = operator.locator("#pending tr", has_text="Storefront")
+            assert "API key" in await waiting.inner_text()  # the key's request replaced the user's
             await decide(operator, service, project_id, "Approve", note="invoice 2026-118")
             assert "Approved." in await operator.locator("[role=status]").inner_text()
             done = operator.locator("#decided tr[data-status=approved]", has_text="Storefront")

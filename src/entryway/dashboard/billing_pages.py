@@ -13,6 +13,7 @@ from fastapi.responses import Response
 
 from entryway.dashboard import operator_billing_pages, web
 from entryway.dashboard.euros import euros, per_million
+from entryway.dashboard.operator_billing_pages import people
 from entryway.domain.accounts import ProjectRole
 from entryway.domain.approvals import (
     CREDIT_PACKS,
@@ -148,6 +149,7 @@ async def billing_page(
     account = await services.store.credit_account(project.project_id)
     used = await services.platform.usage.used_since(project.project_id, sub.cycle_start)
     rate = config.overage_rate(current)
+    approvals = await approvals_of(request).for_project(project.project_id, limit=50)
     invoices = sorted(
         await billing.invoices(project.project_id),
         key=lambda s: s.invoice.cycle_start,
@@ -169,7 +171,8 @@ async def billing_page(
         "lots": sorted(account.lots, key=lambda lot: lot.expires_at),
         "now": now,
         "invoices": invoices,
-        "approvals": await approvals_of(request).for_project(project.project_id, limit=50),
+        "approvals": approvals,
+        "people": await people(request, approvals),
         "rows": plan_rows(config),
         "packs": CREDIT_PACKS.values(),
         "owner": page.role is ProjectRole.OWNER,

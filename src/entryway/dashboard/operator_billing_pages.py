@@ -61,6 +61,21 @@ def credits_of(text: str) -> int | None:
     return int(cleaned)
 
 
+async def people(request: Request, approvals: list[Approval]) -> dict[str, str]:
+    """Who asked or decided, as the pages show them: a user by their email, a key by its id,
+    the operator as such."""
+    accounts = web.accounts(request)
+    shown: dict[str, str] = {"operator": "the operator"}
+    for a in approvals:
+        for who in (a.requested_by, a.decided_by):
+            if who is None or who in shown:
+                continue
+            kind, _, ident = who.partition(":")
+            user = await accounts.user(ident) if kind == "user" else None
+            shown[who] = user.email if user else who.replace("key:", "API key ")
+    return shown
+
+
 def routes() -> APIRouter:
     router = APIRouter(prefix="/operator")
 
@@ -138,6 +153,7 @@ async def _approvals_page(request: Request, who: web.Viewer) -> Response:
         "pending": pending,
         "decided": decided,
         "projects": names,
+        "people": await people(request, pending + decided),
         "section": "approvals",
         "done": DONE.get(request.query_params.get("done", "")),
         "euros": euros,
