@@ -38,6 +38,16 @@ def _next(path: str) -> str:
     return f"{web.PREFIX}/projects"
 
 
+async def _claim(request: Request, next_path: str, email: str, password_hash: str) -> str | None:
+    """Sign-up from an invitation link (`next`) by a user the operator API named without a
+    password: the link lets them set one (`AccountStore.claim_by_invitation`)."""
+    start = f"{web.PREFIX}/invitations/"
+    if not next_path.startswith(start):
+        return None
+    token = next_path[len(start) :][:100]
+    return await web.accounts(request).claim_by_invitation(token, email, password_hash, web.now())
+
+
 def auth_routes() -> APIRouter:
     router = APIRouter()
 
@@ -60,9 +70,14 @@ def auth_routes() -> APIRouter:
             check_password(password, email)
             if password != data.get("password_again"):
                 raise AccountError("The two passwords differ.")
-            user_id = await web.accounts(request).sign_up(
-                email, await hash_password(password), web.now()
-            )
+            password_hash = await hash_password(password)
+            try:
+                user_id = await web.accounts(request).sign_up(email, password_hash, web.now())
+            except AccountError:
+                claimed = await _claim(request, web.text(data, "next"), email, password_hash)
+                if claimed is None:
+                    raise
+                user_id = claimed
         except AccountError as exc:
             context = {"error": str(exc), "email": email_given, "next": web.text(data, "next")}
             return web.render(request, who, "signup.html", context, status=400)

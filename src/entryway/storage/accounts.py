@@ -109,6 +109,44 @@ class AccountStore:
             ) from exc
         return user_id
 
+    async def claim_by_invitation(
+        self, token: str, email: str, password_hash: str, at: datetime
+    ) -> str | None:
+        """Give a password to a user who has none (named by the operator API when it made a
+        project) when they hold an open invitation link sent to that very address: the
+        link, handed over by a project's owner or the operator, stands in for the confirmed
+        mailbox. The user's id, or None when the link does not allow it."""
+        async with self.engine.begin() as db:
+            invitation = (
+                await db.execute(
+                    select(
+                        invitations.c.email, invitations.c.accepted_at, invitations.c.expires_at
+                    ).where(invitations.c.invitation_digest == digest(token))
+                )
+            ).one_or_none()
+            if (
+                invitation is None
+                or invitation.accepted_at is not None
+                or at >= utc(invitation.expires_at)
+                or invitation.email != email
+            ):
+                return None
+            user = (
+                await db.execute(
+                    select(users.c.user_id).where(
+                        users.c.email == email, users.c.password_hash.is_(None)
+                    )
+                )
+            ).one_or_none()
+            if user is None:
+                return None
+            await db.execute(
+                update(users)
+                .where(users.c.user_id == user.user_id, users.c.password_hash.is_(None))
+                .values(password_hash=password_hash)
+            )
+        return str(user.user_id)
+
     async def user_by_email(self, email: str) -> User | None:
         async with self.engine.connect() as db:
             row = (await db.execute(select(users).where(users.c.email == email))).one_or_none()
