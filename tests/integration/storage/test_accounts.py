@@ -251,3 +251,26 @@ async def test_the_operator_role_is_granted_and_taken_back_by_email(engine: Asyn
     operators, _ = await store.open_session(None, operator=True, at=NOW)
     session = await store.session(operators, NOW)
     assert session is not None and session.operator and session.user_id is None
+
+
+async def test_an_invitation_lets_only_its_passwordless_addressee_set_a_password(
+    engine: AsyncEngine,
+) -> None:
+    accounts = AccountStore(engine)
+    store = Store(engine)
+    named = await store.create_user("named@example.org", NOW)  # the operator API's owner
+    project_id = await project(engine, named)
+    token = await accounts.invite(project_id, "named@example.org", ProjectRole.OWNER, None, NOW)
+    other = await accounts.invite(project_id, "else@example.org", ProjectRole.MEMBER, None, NOW)
+
+    assert await accounts.claim_by_invitation(other, "named@example.org", "h1", NOW) is None
+    assert await accounts.claim_by_invitation("nope", "named@example.org", "h1", NOW) is None
+    late = NOW + INVITATION_LIFETIME
+    assert await accounts.claim_by_invitation(token, "named@example.org", "h1", late) is None
+    assert await accounts.claim_by_invitation(token, "named@example.org", "h2", NOW) == named
+    found = await accounts.user(named)
+    assert found is not None and found.password_hash == "h2"
+    # Once it has a password, no link sets another.
+    assert await accounts.claim_by_invitation(token, "named@example.org", "h3", NOW) is None
+    found = await accounts.user(named)
+    assert found is not None and found.password_hash == "h2"
