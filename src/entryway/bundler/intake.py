@@ -31,12 +31,14 @@ from entryway.domain.userop import UserOperation
 log = logging.getLogger("entryway.bundler.intake")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class IntakeAdmission:
-    """The op being admitted to the intake, for the accounting to write with its charge."""
+    """The op being admitted to the intake, for the accounting to write with its charge;
+    `written` once the accounting's transaction, with the op in it, committed."""
 
     entry_point: str
     op: UserOperation
+    written: bool = False
 
 
 # Set only while a `before_mempool` hook of an intake admission runs (same task).
@@ -97,11 +99,14 @@ class IntakeBundler(Bundler):
     async def _admit(self, entry: MempoolEntry, before_mempool: BeforeMempool | None) -> None:
         op_hash = to_hex(entry.user_op_hash)
         if before_mempool is not None:
-            token = admitting.set(IntakeAdmission(self.config.entry_point, entry.op))
+            admission = IntakeAdmission(self.config.entry_point, entry.op)
+            token = admitting.set(admission)
             try:
                 await before_mempool(entry.op, entry.user_op_hash)
             finally:
                 admitting.reset(token)
+            if admission.written:
+                return
             if await self.intake.get(self.config.chain_id, op_hash) is not None:
                 return
             # The hook accounted for the op without writing it (not the relay accounting):

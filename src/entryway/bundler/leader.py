@@ -14,6 +14,7 @@ intake, so any API replica answers for it.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Sequence
@@ -43,6 +44,9 @@ CAPACITY = (
     RpcErrorCode.INTERNAL_ERROR,
 )
 RETRY_S = 2.0
+LOAD_CONCURRENCY = 32  # senders whose new ops are loaded at once
+FOLLOW_S = 0.05  # while a burst of ops arrives, the intake is looked at this often
+FOLLOW_LOOKS = 5  # looks per step at most
 
 
 class OpenOp(Protocol):
@@ -54,6 +58,16 @@ class OpenOp(Protocol):
 
     @property
     def received_at(self) -> datetime: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What became of a loaded op, to write back to the intake."""
+
+    user_op_hash: str
+    status: OpStatus
+    tx_hash: str | None = None
+    reason: str | None = None
 
 
 class LeaderIntake(Protocol):
@@ -74,6 +88,10 @@ class LeaderIntake(Protocol):
         at: datetime | None = None,
     ) -> bool: ...
 
+    async def mark_many(
+        self, chain_id: int, outcomes: Sequence[Outcome], *, at: datetime | None = None
+    ) -> None: ...
+
 
 @dataclass
 class IntakeLeader:
@@ -89,12 +107,45 @@ class IntakeLeader:
         return self.bundler.config.chain_id
 
     async def step(self) -> None:
-        """Load the intake's new open ops, then write back what became of the loaded ones."""
+        """Load the intake's new open ops, then write back what became of the loaded ones.
+
+        Ops come in bursts (clients answering the same block's receipts): while a look finds
+        new ops or ops are in flight, the intake is looked at again FOLLOW_S later, up to
+        FOLLOW_LOOKS times, so that the ops of a burst reach the mempool in time for the same
+        bundle rather than one poll interval apart. An idle intake is looked at once."""
+        for look in range(FOLLOW_LOOKS):
+            if look:
+                await asyncio.sleep(FOLLOW_S)
+            found = await self._load_new()
+            await self._write_back()
+            if not found and not self.loaded:
+                return
+
+    async def _load_new(self) -> int:
+        """Load the intake's open ops not loaded yet; how many there were. Ops of different
+        senders are loaded concurrently (each is looked up on the chain and validated again:
+        node round trips), as the standalone bundler takes concurrent sends; a sender's ops
+        one after the other, oldest first."""
         now = time.monotonic()
         skip = frozenset(self.loaded) | {h for h, at in self.waiting.items() if at > now}
-        for row in await self.intake.open_ops(self.chain_id, skip=skip):
-            await self._load(row)
-        await self._write_back()
+        by_sender: dict[str, list[OpenOp]] = {}
+        rows = await self.intake.open_ops(self.chain_id, skip=skip)
+        for row in rows:
+            by_sender.setdefault(row.op.sender.lower(), []).append(row)
+        room = asyncio.Semaphore(LOAD_CONCURRENCY)
+
+        async def load_in_order(rows: list[OpenOp]) -> None:
+            async with room:
+                for row in rows:
+                    await self._load(row)
+
+        outcomes = await asyncio.gather(
+            *(load_in_order(rows) for rows in by_sender.values()), return_exceptions=True
+        )
+        failure = next((o for o in outcomes if isinstance(o, BaseException)), None)
+        if failure is not None:
+            raise failure
+        return len(rows)
 
     async def _load(self, row: OpenOp) -> None:
         op_hash = row.user_op_hash
@@ -143,6 +194,10 @@ class IntakeLeader:
         return None
 
     async def _write_back(self) -> None:
+        """What became of the loaded ops since the last step, written in one transaction (and
+        taken as written only once it committed)."""
+        outcomes: list[Outcome] = []
+        now_loaded: dict[str, OpStatus | None] = {}  # None: owed nothing more
         for op_hash, written in list(self.loaded.items()):
             raw = hex_to_bytes(op_hash)
             tracked = self.bundler.tracked.get(raw)
@@ -150,8 +205,8 @@ class IntakeLeader:
                 if self.bundler.mempool.get(raw) is not None:
                     continue
                 replaced = "replaced by another op of the same sender and nonce"
-                await self.intake.mark(self.chain_id, op_hash, OpStatus.DROPPED, reason=replaced)
-                del self.loaded[op_hash]
+                outcomes.append(Outcome(op_hash, OpStatus.DROPPED, reason=replaced))
+                now_loaded[op_hash] = None
                 continue
             if tracked.status is written:
                 continue
@@ -165,8 +220,12 @@ class IntakeLeader:
                 if receipt is not None:
                     status = OpStatus.INCLUDED if receipt["success"] else OpStatus.FAILED
                     tx_hash, reason = receipt["receipt"]["transactionHash"], None
-            await self.intake.mark(self.chain_id, op_hash, status, tx_hash=tx_hash, reason=reason)
-            if tracked.status in FINAL:
-                del self.loaded[op_hash]
+            outcomes.append(Outcome(op_hash, status, tx_hash, reason))
+            now_loaded[op_hash] = None if tracked.status in FINAL else tracked.status
+        if outcomes:
+            await self.intake.mark_many(self.chain_id, outcomes)
+        for op_hash, state in now_loaded.items():
+            if state is None:
+                self.loaded.pop(op_hash, None)
             else:
-                self.loaded[op_hash] = tracked.status
+                self.loaded[op_hash] = state

@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
-from entryway.bundler.intake import admitting
+from entryway.bundler.intake import IntakeAdmission, admitting
 from entryway.domain.pricebook import PriceBook
 from entryway.domain.userop import UserOperation
 from entryway.paymaster.costs import CreditsCounted, sponsorship_key
@@ -55,12 +55,13 @@ def op_usage_key(chain_id: int, user_op_hash: str) -> str:
     return f"userop:{chain_id}:{user_op_hash.lower()}"
 
 
-def _intake(entry_point: str | None, op: UserOperation) -> IntakeEntry | None:
+def _intake(
+    entry_point: str | None, op: UserOperation, admission: IntakeAdmission | None
+) -> IntakeEntry | None:
     """Where the op goes besides the ledger: the durable intake when the caller names it or
     when an intake bundler is admitting it right now (`bundler.intake.admitting`)."""
-    if entry_point is None:
-        admission = admitting.get()
-        entry_point = None if admission is None else admission.entry_point
+    if entry_point is None and admission is not None:
+        entry_point = admission.entry_point
     return None if entry_point is None else IntakeEntry(entry_point, op)
 
 
@@ -121,6 +122,8 @@ class RelayAccounting:
                 idempotency_key=f"{chain_id}:{op_hash}",
                 max_attempts=SETTLE_MAX_ATTEMPTS,
             )
+        admission = admitting.get()
+        intake = _intake(intake_entry_point, op, admission)
         record = await self.ledger.record_accepted_op(
             AcceptedOp(
                 project_id=project_id,
@@ -133,9 +136,11 @@ class RelayAccounting:
                 chain_id=chain_id,
                 sender=op.sender,
                 settlement=settlement,
-                intake=_intake(intake_entry_point, op),
+                intake=intake,
             )
         )
+        if intake is not None and admission is not None:
+            admission.written = True  # the intake bundler need not look it up
         if not record.duplicate:
             if self.on_charged is not None:
                 self.on_charged(project_id)

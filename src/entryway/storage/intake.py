@@ -10,10 +10,12 @@ the open rows (`OpIntakeStore.open_ops`), bundles them, and writes back what bec
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any, Protocol
 
-from sqlalchemy import RowMapping, select, update
+from sqlalchemy import RowMapping, bindparam, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -39,8 +41,7 @@ class IntakeRecord:
     received_at: datetime
 
 
-async def write_intake(
-    db: AsyncConnection,
+def intake_row(
     *,
     chain_id: int,
     user_op_hash: str,
@@ -48,11 +49,9 @@ async def write_intake(
     op: UserOperation,
     project_id: str | None,
     at: datetime,
-) -> None:
-    """Add an op to the intake on the caller's transaction; the same op again (a client
-    retrying its send) neither fails nor aborts that transaction: it changes nothing, unless
-    the op was dropped, when it is pending again."""
-    values = {
+) -> dict[str, Any]:
+    """An op as the intake stores it, pending."""
+    return {
         "chain_id": chain_id,
         "user_op_hash": user_op_hash.lower(),
         "entry_point": entry_point,
@@ -64,11 +63,50 @@ async def write_intake(
         "received_at": at,
         "updated_at": at,
     }
+
+
+async def write_intake(
+    db: AsyncConnection,
+    *,
+    chain_id: int,
+    user_op_hash: str,
+    entry_point: str,
+    op: UserOperation,
+    project_id: str | None,
+    at: datetime,
+) -> None:
+    """Add an op to the intake on the caller's transaction (`write_intake_rows`)."""
+    row = intake_row(
+        chain_id=chain_id,
+        user_op_hash=user_op_hash,
+        entry_point=entry_point,
+        op=op,
+        project_id=project_id,
+        at=at,
+    )
+    await write_intake_rows(db, [row])
+
+
+async def write_intake_rows(db: AsyncConnection, rows: Sequence[Mapping[str, Any]]) -> None:
+    """Add ops (`intake_row`) to the intake on the caller's transaction, in one statement; the
+    same op again (a client retrying its send) neither fails nor aborts that transaction: it
+    changes nothing, unless the op was dropped, when it is pending again."""
+    unique = {(r["chain_id"], r["user_op_hash"]): r for r in rows}
+    if not unique:
+        return
+    # In key order, so that two transactions writing some of the same ops wait for each
+    # other rather than deadlock.
+    values = [dict(unique[key]) for key in sorted(unique)]
     dialect = postgresql if db.dialect.name == "postgresql" else sqlite
-    statement = dialect.insert(op_intake).values(**values)
+    statement = dialect.insert(op_intake).values(values)
     # An op the leader dropped, sent again, is open again (its charge is not repeated: the
     # relay's usage key is the op's); an open or finished one stays as it is.
-    revived = {"state": OpStatus.PENDING.value, "reason": None, "tx_hash": None, "updated_at": at}
+    revived = {
+        "state": OpStatus.PENDING.value,
+        "reason": None,
+        "tx_hash": None,
+        "updated_at": statement.excluded.updated_at,
+    }
     await db.execute(
         statement.on_conflict_do_update(
             index_elements=["chain_id", "user_op_hash"],
@@ -76,6 +114,22 @@ async def write_intake(
             where=op_intake.c.state == OpStatus.DROPPED.value,
         )
     )
+
+
+class Outcome(Protocol):
+    """What became of an op, as the leader writes it back (`OpIntakeStore.mark_many`)."""
+
+    @property
+    def user_op_hash(self) -> str: ...
+
+    @property
+    def status(self) -> OpStatus: ...
+
+    @property
+    def tx_hash(self) -> str | None: ...
+
+    @property
+    def reason(self) -> str | None: ...
 
 
 def _record(row: RowMapping) -> IntakeRecord:
@@ -171,3 +225,36 @@ class OpIntakeStore:
         async with self.engine.begin() as db:
             result = await db.execute(statement)
         return bool(result.rowcount)
+
+    async def mark_many(
+        self, chain_id: int, outcomes: Sequence[Outcome], *, at: datetime | None = None
+    ) -> None:
+        """`mark` for several ops in one transaction (a bundle's ops, say); as there, a final
+        outcome is never overwritten."""
+        if not outcomes:
+            return
+        statement = (
+            update(op_intake)
+            .where(
+                op_intake.c.chain_id == chain_id,
+                op_intake.c.user_op_hash == bindparam("op_hash"),
+                or_(*(op_intake.c.state == state for state in OPEN)),  # no IN: executemany
+            )
+            .values(
+                state=bindparam("new_state"),
+                tx_hash=bindparam("new_tx_hash"),
+                reason=bindparam("new_reason"),
+                updated_at=at or datetime.now(UTC),
+            )
+        )
+        params = [
+            {
+                "op_hash": o.user_op_hash.lower(),
+                "new_state": o.status.value,
+                "new_tx_hash": o.tx_hash,
+                "new_reason": o.reason,
+            }
+            for o in sorted(outcomes, key=lambda o: o.user_op_hash.lower())
+        ]
+        async with self.engine.begin() as db:
+            await db.execute(statement, params)

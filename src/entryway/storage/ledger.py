@@ -27,7 +27,8 @@ from entryway.domain.credits import CreditLot, LotKind, check_amount
 from entryway.domain.pricebook import Quote
 from entryway.paymaster.ports import AcceptedOp
 from entryway.storage import ledger_postings as postings
-from entryway.storage.intake import write_intake
+from entryway.storage.ledger_accepted import write_accepted
+from entryway.storage.ledger_group import GroupCommit
 from entryway.storage.ledger_queries import LedgerQueries
 from entryway.storage.ledger_records import (
     Charge,
@@ -62,6 +63,7 @@ class Ledger(LedgerQueries):
     def __init__(self, engine: AsyncEngine, config: BillingConfig | None = None) -> None:
         super().__init__(engine)
         self.config = config or BillingConfig()  # the plans' overage ceilings
+        self._accepted = GroupCommit(self.record_accepted_ops, self._record_accepted_alone)
 
     # ------------------------------------------------------------------ lots
 
@@ -227,50 +229,19 @@ class Ledger(LedgerQueries):
     async def record_accepted_op(self, accepted: AcceptedOp) -> UsageRecord:
         """An accepted op's relay charge, its hold's link, its settlement task and, on a chain
         whose ops go through the durable intake, the op itself, in one transaction
-        (`paymaster.relay_accounting`): any of them failing rolls back all."""
-        charge = Charge(
-            accepted.project_id,
-            accepted.usage_key,
-            accepted.relay.operation.value,
-            accepted.relay.credits,
-            accepted.at,
-            UsageContext(
-                accepted.key_id,
-                accepted.endpoint,
-                accepted.chain_id,
-                accepted.sender,
-                reference=accepted.user_op_hash,
-            ),
-            accepted.relay,
-        )
+        (`paymaster.relay_accounting`): any of them failing rolls back all. Ops accepted
+        concurrently share that transaction (group commit, `ledger_group`); if it fails, each
+        is recorded in one of its own."""
+        return await self._accepted(accepted)
+
+    async def record_accepted_ops(self, group: Sequence[AcceptedOp]) -> list[UsageRecord]:
+        """Several accepted ops in one transaction (`ledger_accepted`): all, or none."""
         queue = TaskQueue(self.engine)
 
-        async def work(db: AsyncConnection) -> UsageRecord:
-            record = (
-                await postings.charge_project(db, self.config, accepted.project_id, [(0, charge)])
-            )[0]
-            follow = accepted.settlement
-            if follow is not None:
-                await postings.link(db, accepted.project_id, follow.hold_key, accepted.user_op_hash)
-                await queue.enqueue_in(
-                    db,
-                    follow.kind,
-                    follow.payload,
-                    project_id=accepted.project_id,
-                    run_at=follow.run_at,
-                    idempotency_key=follow.idempotency_key,
-                    max_attempts=follow.max_attempts,
-                )
-            if accepted.intake is not None:
-                await write_intake(
-                    db,
-                    chain_id=accepted.chain_id,
-                    user_op_hash=accepted.user_op_hash,
-                    entry_point=accepted.intake.entry_point,
-                    op=accepted.intake.op,
-                    project_id=accepted.project_id,
-                    at=accepted.at,
-                )
-            return record
+        async def work(db: AsyncConnection) -> list[UsageRecord]:
+            return await write_accepted(db, self.config, queue, group)
 
         return await postings.run_unit(self.engine, work)
+
+    async def _record_accepted_alone(self, accepted: AcceptedOp) -> UsageRecord:
+        return (await self.record_accepted_ops([accepted]))[0]

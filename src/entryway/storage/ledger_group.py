@@ -1,0 +1,78 @@
+"""Group commit: what concurrent callers write to the ledger, written together.
+
+The first caller's item is written at once, in a task of its own; items arriving while it is
+written wait for it and are then written together, in one transaction (`many`), up to `limit`
+at a time. Concurrent requests so share one commit and one turn at their project's lock
+instead of queueing for it one transaction each, and none waits longer than one commit for its
+turn. When a group's transaction fails (an item the database refuses, a twin committed by
+another process first), it rolls back whole and each item is written on its own (`one`), so
+each caller gets its own outcome: one bad item never sinks the others.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+class GroupCommit(Generic[T, R]):
+    def __init__(
+        self,
+        many: Callable[[list[T]], Awaitable[list[R]]],
+        one: Callable[[T], Awaitable[R]],
+        *,
+        limit: int = 200,
+    ) -> None:
+        self.many = many
+        self.one = one
+        self.limit = limit
+        self._waiting: list[tuple[T, asyncio.Future[R]]] = []
+        self._committer: asyncio.Task[None] | None = None
+
+    async def __call__(self, item: T) -> R:
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[R] = loop.create_future()
+        self._waiting.append((item, done))
+        committer = self._committer
+        if committer is None or committer.done() or committer.get_loop() is not loop:
+            # Its own task: a caller that goes away does not stop the others' commit.
+            self._committer = loop.create_task(self._commit_waiting())
+        return await done
+
+    async def _commit_waiting(self) -> None:
+        while self._waiting:
+            group = self._waiting[: self.limit]
+            del self._waiting[: self.limit]
+            try:
+                await self._commit(group)
+            except BaseException:  # cancelled: no waiter is left hanging
+                group += self._waiting
+                self._waiting = []
+                for _, waiter in group:
+                    waiter.cancel()
+                raise
+
+    async def _commit(self, group: list[tuple[T, asyncio.Future[R]]]) -> None:
+        if len(group) > 1:
+            try:
+                results = await self.many([item for item, _ in group])
+            except Exception:
+                results = None  # each item is written again on its own, below
+            if results is not None:
+                for (_, waiter), result in zip(group, results, strict=True):
+                    if not waiter.done():
+                        waiter.set_result(result)
+                return
+        for item, waiter in group:
+            try:
+                result = await self.one(item)
+            except Exception as exc:
+                if not waiter.done():
+                    waiter.set_exception(exc)
+            else:
+                if not waiter.done():
+                    waiter.set_result(result)

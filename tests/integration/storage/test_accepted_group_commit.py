@@ -1,0 +1,147 @@
+"""Accepted ops that arrive together share one transaction (SQLite and PostgreSQL): each is
+charged exactly once and written to the intake, in fewer transactions than ops; an op that
+fails does not sink the others of its group, and leaves nothing behind."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+
+import pytest
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from entryway.bundler.leader import Outcome
+from entryway.bundler.states import OpStatus
+from entryway.domain.pricebook import default_price_book
+from entryway.paymaster.ports import AcceptedOp, IntakeEntry
+from entryway.paymaster.relay_accounting import op_usage_key
+from entryway.storage.intake import OpIntakeStore
+from entryway.storage.ledger import LedgerError
+from entryway.storage.schema import op_intake, usage_events
+from entryway.storage.store import Store
+from tests.integration.storage.test_relay_accounting import CHAIN, NOW, project, user_op
+
+ENTRY_POINT = "0x4337084D9E255Ff0702461CF8895CE9E3b5Ff108"
+OPS = 24
+
+
+def accepted_op(pid: str, n: int) -> AcceptedOp:
+    op = replace(user_op(sponsored=False), nonce=n)
+    op_hash = "0x" + f"{n:064x}"
+    return AcceptedOp(
+        project_id=pid,
+        usage_key=op_usage_key(CHAIN, op_hash),
+        user_op_hash=op_hash,
+        relay=default_price_book().relayed_user_operation(
+            calls=1, calldata_bytes=len(op.call_data), sponsored=False
+        ),
+        at=NOW,
+        key_id=None,
+        endpoint="rpc:eth_sendUserOperation",
+        chain_id=CHAIN,
+        sender=op.sender,
+        settlement=None,
+        intake=IntakeEntry(ENTRY_POINT, op),
+    )
+
+
+async def charges_and_rows(engine: AsyncEngine) -> tuple[dict[str, int], int]:
+    async with engine.connect() as db:
+        keys = (
+            await db.execute(
+                select(usage_events.c.idempotency_key, func.count()).group_by(
+                    usage_events.c.idempotency_key
+                )
+            )
+        ).all()
+        rows = await db.scalar(select(func.count()).select_from(op_intake))
+    return {str(k): int(n) for k, n in keys}, int(rows or 0)
+
+
+async def test_ops_accepted_together_share_transactions_and_are_each_charged_once(
+    engine: AsyncEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = Store(engine)
+    pid = await project(store)
+    before = (await store.credit_account(pid)).balance(NOW)
+    ledger = store.ledger
+    groups: list[int] = []
+    record_group = ledger.record_accepted_ops
+
+    async def counted(group: list[AcceptedOp]) -> object:
+        groups.append(len(group))
+        return await record_group(group)
+
+    monkeypatch.setattr(ledger._accepted, "many", counted)
+    ops = [accepted_op(pid, n) for n in range(OPS)]
+    records = await asyncio.gather(*(ledger.record_accepted_op(a) for a in ops))
+    assert sum(groups) == OPS and len(groups) < OPS // 2
+    retried = await asyncio.gather(*(ledger.record_accepted_op(a) for a in ops[:5]))
+
+    assert not any(r.duplicate for r in records)
+    assert all(r.duplicate for r in retried)
+    charged, rows = await charges_and_rows(engine)
+    assert charged == {a.usage_key: 1 for a in ops}
+    assert rows == OPS
+    spent = sum(r.credits for r in records)
+    assert (await store.credit_account(pid)).balance(NOW) == before - spent
+    open_ops = await OpIntakeStore(engine).open_ops(CHAIN)
+    assert {r.user_op_hash for r in open_ops} == {a.user_op_hash for a in ops}
+    assert all(r.status is OpStatus.PENDING for r in open_ops)
+
+
+async def test_an_op_that_fails_does_not_sink_the_others_of_its_group(
+    engine: AsyncEngine,
+) -> None:
+    store = Store(engine)
+    pid = await project(store)
+    ledger = store.ledger
+    ops = [accepted_op(pid, n) for n in range(OPS)]
+    doomed = replace(accepted_op("no-such-project", OPS), project_id="no-such-project")
+    group = [*ops[: OPS // 2], doomed, *ops[OPS // 2 :]]
+    outcomes = await asyncio.gather(
+        *(ledger.record_accepted_op(a) for a in group), return_exceptions=True
+    )
+    assert isinstance(outcomes[OPS // 2], LedgerError)
+    assert all(not isinstance(o, BaseException) for i, o in enumerate(outcomes) if i != OPS // 2)
+    charged, rows = await charges_and_rows(engine)
+    assert charged == {a.usage_key: 1 for a in ops}  # the failed op charged nothing
+    assert rows == OPS  # nor entered the intake
+    assert await OpIntakeStore(engine).get(CHAIN, doomed.user_op_hash) is None
+
+
+async def test_a_group_is_all_or_nothing(engine: AsyncEngine) -> None:
+    store = Store(engine)
+    pid = await project(store)
+    group = [accepted_op(pid, 1), accepted_op("no-such-project", 2)]
+    with pytest.raises(LedgerError):
+        await store.ledger.record_accepted_ops(group)
+    assert await charges_and_rows(engine) == ({}, 0)
+
+
+async def test_the_leader_writes_back_many_outcomes_at_once(engine: AsyncEngine) -> None:
+    store = Store(engine)
+    pid = await project(store)
+    await store.ledger.record_accepted_ops([accepted_op(pid, n) for n in (1, 2, 3)])
+    intake = OpIntakeStore(engine)
+    tx = "0x" + "cd" * 32
+    hashes = ["0x" + f"{n:064x}" for n in (1, 2, 3)]
+    assert await intake.mark(CHAIN, hashes[2], OpStatus.DROPPED, reason="nonce already used")
+    await intake.mark_many(
+        CHAIN,
+        [
+            Outcome(hashes[0], OpStatus.INCLUDED, tx, None),
+            Outcome(hashes[1], OpStatus.SUBMITTED, tx, None),
+            Outcome(hashes[2], OpStatus.INCLUDED, tx, None),  # final stays final
+        ],
+    )
+    got = [await intake.get(CHAIN, h) for h in hashes]
+    assert [g.status if g else None for g in got] == [
+        OpStatus.INCLUDED,
+        OpStatus.SUBMITTED,
+        OpStatus.DROPPED,
+    ]
+    assert got[0] is not None and got[0].tx_hash == tx
+    assert got[2] is not None and got[2].reason == "nonce already used"
+    assert [r.user_op_hash for r in await intake.open_ops(CHAIN)] == [hashes[1]]

@@ -1,0 +1,77 @@
+"""Group commit (`storage.ledger_group`): callers arriving while a write is under way are
+written together, and a group that fails is written item by item, each caller getting its
+own outcome."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from entryway.storage.ledger_group import GroupCommit
+
+
+class RefusedError(RuntimeError):
+    pass
+
+
+class Database:
+    """Writes items, refusing any group that holds a "bad" item, as a transaction would."""
+
+    def __init__(self) -> None:
+        self.transactions: list[list[str]] = []
+        self.written: list[str] = []
+
+    async def many(self, items: list[str]) -> list[str]:
+        await asyncio.sleep(0.01)  # a commit takes time: others arrive meanwhile
+        if "bad" in items:
+            raise RefusedError("the group is refused")
+        self.transactions.append(items)
+        self.written += items
+        return [f"{item}:ok" for item in items]
+
+    async def one(self, item: str) -> str:
+        return (await self.many([item]))[0]
+
+
+async def test_concurrent_items_share_transactions_and_each_is_written_once() -> None:
+    db = Database()
+    commit = GroupCommit(db.many, db.one)
+    items = [f"op{i}" for i in range(40)]
+    results = await asyncio.gather(*(commit(item) for item in items))
+    assert results == [f"{item}:ok" for item in items]
+    assert sorted(db.written) == sorted(items)
+    assert len(db.transactions) <= 3  # the first alone, then the rest together
+
+
+async def test_one_failing_item_does_not_sink_the_others_of_its_group() -> None:
+    db = Database()
+    commit = GroupCommit(db.many, db.one)
+    items = ["first", "a", "bad", "b", "c"]
+    outcomes = await asyncio.gather(*(commit(item) for item in items), return_exceptions=True)
+    assert outcomes[0] == "first:ok"
+    assert isinstance(outcomes[2], RefusedError)
+    assert [outcomes[i] for i in (1, 3, 4)] == ["a:ok", "b:ok", "c:ok"]
+    assert sorted(db.written) == ["a", "b", "c", "first"]
+
+
+async def test_a_group_is_at_most_the_limit() -> None:
+    db = Database()
+    commit = GroupCommit(db.many, db.one, limit=4)
+    await asyncio.gather(*(commit(f"op{i}") for i in range(13)))
+    assert max(len(t) for t in db.transactions) == 4
+    assert len(db.written) == 13
+
+
+async def test_a_caller_that_goes_away_does_not_stop_the_others() -> None:
+    db = Database()
+    commit = GroupCommit(db.many, db.one)
+    first = asyncio.ensure_future(commit("first"))
+    await asyncio.sleep(0)
+    waiting = [asyncio.ensure_future(commit(f"op{i}")) for i in range(3)]
+    await asyncio.sleep(0)
+    waiting[0].cancel()
+    assert await first == "first:ok"
+    assert await asyncio.gather(*waiting[1:]) == ["op1:ok", "op2:ok"]
+    with pytest.raises(asyncio.CancelledError):
+        await waiting[0]
