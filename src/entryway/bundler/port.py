@@ -13,6 +13,7 @@ from typing import Any, NewType, Protocol, TypeVar
 
 from entryway.bundler.errors import BundlerError, RpcErrorCode
 from entryway.bundler.gas.estimation import GasEstimate, GasEstimator
+from entryway.bundler.gas.fee_tiers import GasPrice, fee_tiers
 from entryway.bundler.service import BeforeMempool, Bundler
 from entryway.bundler.states import OpStatus
 from entryway.bundler.validation.sanity import check_bounds
@@ -34,16 +35,6 @@ __all__ = [
 
 T = TypeVar("T")
 UserOpHash = NewType("UserOpHash", str)  # 0x-prefixed, lower-case hex
-# (% of the node's suggested tip, % of the base fee). Standard pays the suggestion itself: a
-# margin on top would feed back where our own ops set the suggestion (a devnet, a quiet
-# chain) and raise it every block.
-GAS_PRICE_TIERS = {"slow": (90, 100), "standard": (100, 150), "fast": (125, 200)}
-
-
-@dataclass(frozen=True, slots=True)
-class GasPrice:
-    max_fee_per_gas: int
-    max_priority_fee_per_gas: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,17 +86,17 @@ class BundlerPort(Protocol):
 
 
 async def suggested_fees(bundler: Bundler) -> dict[str, GasPrice]:
-    """Every tier's fees, from the latest base fee and the node's suggested tip, never under
-    the chain's minimum tip."""
+    """Every tier's fees (`entryway.bundler.gas.fee_tiers`) from the latest base fee and the
+    node's suggested tip, within the bundler's own bounds."""
     block = await bundler.eth.get_block("latest")
-    base_fee = int(block.get("baseFeePerGas", "0x0"), 16)
-    suggested = await bundler.eth.max_priority_fee()
-    floor = bundler.config.min_priority_fee_per_gas
-    out = {}
-    for tier, (tip_pct, base_pct) in GAS_PRICE_TIERS.items():
-        priority = max(max(suggested, floor) * tip_pct // 100, floor)
-        out[tier] = GasPrice(base_fee * base_pct // 100 + priority, priority)
-    return out
+    return fee_tiers(
+        base_fee=int(block.get("baseFeePerGas", "0x0"), 16),
+        suggested_tip=await bundler.eth.max_priority_fee(),
+        min_tip=max(
+            bundler.config.min_priority_fee_per_gas, bundler.config.sanity.min_priority_fee_per_gas
+        ),
+        max_fee=bundler.config.sanity.max_fee_per_gas,
+    )
 
 
 def _hash(user_op_hash: str) -> bytes:

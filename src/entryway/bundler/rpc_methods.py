@@ -55,6 +55,8 @@ class BundlerRpc:
             "eth_getUserOperationByHash": self.get_user_operation_by_hash,
             "eth_getUserOperationReceipt": self.get_user_operation_receipt,
             "entryway_getUserOperationGasPrice": self.gas_price,
+            # The name permissionless's Pimlico actions call (`getUserOperationGasPrice`).
+            "pimlico_getUserOperationGasPrice": self.gas_price,
             "entryway_getUserOperationStatus": self.op_status,
         }
         if debug:
@@ -173,6 +175,8 @@ class BundlerRpc:
         return await self.bundler.receipts.receipt(op_hash)
 
     async def gas_price(self, params: list[Any]) -> dict[str, dict[str, str]]:
+        """{"slow"|"standard"|"fast": {"maxFeePerGas", "maxPriorityFeePerGas"}}, hex: fees
+        this bundler accepts now (`entryway.bundler.gas.fee_tiers`)."""
         return {
             tier: {
                 "maxFeePerGas": hex(fee.max_fee_per_gas),
