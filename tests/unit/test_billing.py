@@ -93,9 +93,11 @@ def test_a_plan_change_waits_for_the_next_cycle_and_can_be_cancelled() -> None:
     assert enterprise.grant == 70_000_000
 
 
-def test_the_forecast_projects_this_cycles_pace() -> None:
+def test_the_forecast_projects_the_last_weeks_pace() -> None:
     sub = Subscription(PlanName.STARTER, datetime(2026, 11, 1, tzinfo=UTC))  # 30-day cycle
     ten_days = datetime(2026, 11, 11, tzinfo=UTC)
-    outlook = forecast(sub, used=1_000_000, balance=1_500_000, at=ten_days)
+    week = {"window_start": datetime(2026, 11, 4, tzinfo=UTC), "window_used": 700_000}
+    outlook = forecast(sub, used=1_000_000, balance=1_500_000, at=ten_days, **week)
+    # 100,000 a day over the 20 days left
     assert (outlook.projected, outlook.projected_overage) == (3_000_000, 500_000)
-    assert forecast(sub, 1_000_000, 5_000_000, ten_days).projected_overage == 0
+    assert forecast(sub, 1_000_000, 5_000_000, ten_days, **week).projected_overage == 0

@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 
 from entryway.dashboard.charts import Bar
 from entryway.dashboard.usage_trends import Period, periods, spread_forecast
-from entryway.domain.billing import forecast
+from entryway.domain.billing import forecast, forecast_window
 from entryway.service.services import Services
 from entryway.storage.store import Project
 from entryway.storage.usage import UsageQueries
@@ -26,7 +26,7 @@ class LiveFigures:
     overage: int  # credits used beyond the balance this cycle, billed at the cycle's end
     per_hour: int  # credits per hour over RATE_WINDOW
     per_day: int  # this cycle's use over its days so far, today counted whole (`/v1/credits`)
-    forecast_usage: int  # this cycle's use by its end at the current pace
+    forecast_usage: int  # this cycle's use by its end at the last week's daily pace
     forecast_overage: int
 
     def as_event(self) -> dict[str, int]:
@@ -69,7 +69,9 @@ async def live_figures(services: Services, project_id: str, now: datetime) -> Li
     sub = project.subscription
     used = await usage.used_since(project_id, sub.cycle_start)
     balance = account.balance(now)
-    outlook = forecast(sub, used, balance, now)
+    window_start = forecast_window(project.created_at, now)
+    window_used = await usage.used_since(project_id, window_start)
+    outlook = forecast(sub, used, balance, now, window_start=window_start, window_used=window_used)
     recent = await usage.used_since(project_id, now - RATE_WINDOW)
     return LiveFigures(
         balance=balance,
@@ -111,15 +113,12 @@ async def project_trend(
     shown: list[Period] | None = None,
 ) -> Trend:
     """Credits per period, and what the periods from now to the cycle's end are expected to
-    use at this cycle's pace per day. The daily pace rather than the cycle forecast's
-    projection: both agree after a day, but in a cycle's first hours the projection
-    multiplies a few minutes of use into the whole month."""
+    use: the cycle forecast's credits still to use (`entryway.domain.billing.forecast`)."""
     sub = project.subscription
     shown = shown or periods(grouping, now, sub.cycle_end)
     groups = await usage.breakdown(project.project_id, shown[0].start, now, grouping)
     actual = {label: g["credits"] for label, g in groups.items()}
-    ahead = max(int((sub.cycle_end - now).total_seconds()), 0)
-    still_to_use = figures.per_day * ahead // 86_400
+    still_to_use = max(figures.forecast_usage - figures.used_this_cycle, 0)
     expected = spread_forecast(shown, actual, now, sub.cycle_end, still_to_use)
     return Trend(grouping, shown, actual, expected)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from entryway.domain.credits import CreditError, add_months, check_amount
 from entryway.domain.plans import Plan, PlanName, plan
@@ -151,20 +151,66 @@ def close_cycle(sub: Subscription, overage_credits: int, config: BillingConfig) 
     return CycleClose(invoice, nxt, config.monthly_grant(plan(next_plan)))
 
 
+# The forecast's pace: the daily average over the last week of use (or the project's whole
+# history, when younger), never divided by less than one day, so a cycle's first minutes are
+# not multiplied into a whole month.
+FORECAST_WINDOW = timedelta(days=7)
+FORECAST_MIN_HISTORY = timedelta(days=1)
+FORECAST_METHOD = "daily_average"
+SECONDS_PER_DAY = 86_400
+
+
+@dataclass(frozen=True, slots=True)
+class ForecastBasis:
+    """What a forecast extrapolates from: the credits used in [start, end), spread over
+    `seconds` (the window, at least `FORECAST_MIN_HISTORY`)."""
+
+    start: datetime
+    end: datetime
+    seconds: int
+    credits: int
+    method: str = FORECAST_METHOD
+
+    @property
+    def days(self) -> float:
+        return round(self.seconds / SECONDS_PER_DAY, 2)
+
+    @property
+    def credits_per_day(self) -> int:
+        return self.credits * SECONDS_PER_DAY // self.seconds
+
+
 @dataclass(frozen=True, slots=True)
 class Forecast:
     used: int  # credits used so far this cycle
-    projected: int  # at the same pace, by the cycle's end
+    projected: int  # at the basis's pace, by the cycle's end
     projected_overage: int
+    basis: ForecastBasis
 
 
-def forecast(sub: Subscription, used: int, balance: int, at: datetime) -> Forecast:
-    """Linear projection of this cycle's consumption to its end."""
-    elapsed = max(int((at - sub.cycle_start).total_seconds()), 1)
-    length = int((sub.cycle_end - sub.cycle_start).total_seconds())
-    projected = used * length // elapsed if at < sub.cycle_end else used
+def forecast_window(history_start: datetime, at: datetime) -> datetime:
+    """Where the forecast's window starts: a week back, or where the history starts."""
+    return max(at - FORECAST_WINDOW, min(history_start, at))
+
+
+def forecast(
+    sub: Subscription,
+    used: int,
+    balance: int,
+    at: datetime,
+    *,
+    window_start: datetime,
+    window_used: int,
+) -> Forecast:
+    """This cycle's use by its end: `used` so far plus the window's daily pace over the
+    time left. `window_used` is the credits used since `window_start` (`forecast_window`)."""
+    span = max(int((at - window_start).total_seconds()), 0)
+    seconds = max(span, int(FORECAST_MIN_HISTORY.total_seconds()))
+    basis = ForecastBasis(window_start, at, seconds, max(window_used, 0))
+    left = max(int((sub.cycle_end - at).total_seconds()), 0)
+    projected = used + basis.credits * left // seconds
     still_to_use = projected - used
-    return Forecast(used, projected, max(still_to_use - balance, 0))
+    return Forecast(used, projected, max(still_to_use - balance, 0), basis)
 
 
 def low_balance_threshold(p: Plan, config: BillingConfig, configured: int | None) -> int:

@@ -10,13 +10,14 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import StreamingResponse
 
-from entryway.domain.billing import forecast, low_balance_threshold
+from entryway.domain.billing import forecast, forecast_window, low_balance_threshold
 from entryway.domain.plans import plan
 from entryway.service.auth import CurrentCaller
 from entryway.service.problems import Problem
 from entryway.service.schemas import (
     AlertOut,
     CreditsOut,
+    ForecastBasisOut,
     InvoiceOut,
     LotOut,
     Moment,
@@ -65,7 +66,7 @@ def billing_routes() -> APIRouter:
     @router.get("/credits", operation_id="getCredits")
     async def credits(who: CurrentCaller, request: Request) -> CreditsOut:
         """Balance, lots (oldest first, consumed first), this cycle's use, overage and a
-        forecast to the cycle's end at the current pace."""
+        forecast to the cycle's end at the last week's daily pace, with its basis."""
         services: Services = request.app.state.services
         now = datetime.now(UTC)
         project = await services.store.project(who.project_id)
@@ -73,7 +74,11 @@ def billing_routes() -> APIRouter:
         sub = project.subscription
         used = await services.platform.usage.used_since(who.project_id, sub.cycle_start)
         balance = account.balance(now)
-        outlook = forecast(sub, used, balance, now)
+        window_start = forecast_window(project.created_at, now)
+        window_used = await services.platform.usage.used_since(who.project_id, window_start)
+        outlook = forecast(
+            sub, used, balance, now, window_start=window_start, window_used=window_used
+        )
         days = max((now - sub.cycle_start).days, 0) + 1
         p = plan(project.plan)
         config = services.platform.billing.config_for(project)  # its ENTERPRISE terms
@@ -89,6 +94,14 @@ def billing_routes() -> APIRouter:
             consumption_per_day=used // days,
             forecast_cycle_usage=outlook.projected,
             forecast_overage=outlook.projected_overage,
+            forecast_basis=ForecastBasisOut(
+                window_start=outlook.basis.start,
+                window_end=outlook.basis.end,
+                days=outlook.basis.days,
+                credits=outlook.basis.credits,
+                credits_per_day=outlook.basis.credits_per_day,
+                method=outlook.basis.method,
+            ),
             low_balance_threshold=low_balance_threshold(p, config, project.low_balance_credits),
             lots=[
                 LotOut(

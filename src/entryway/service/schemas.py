@@ -217,6 +217,18 @@ class LotOut(Wire):
     expired: bool
 
 
+class ForecastBasisOut(Wire):
+    """What the forecast extrapolates from: the credits used in [windowStart, windowEnd),
+    spread over `days` (the window, at least one day), at `creditsPerDay` to the cycle's end."""
+
+    window_start: datetime
+    window_end: datetime
+    days: float
+    credits: int
+    credits_per_day: int
+    method: str
+
+
 class CreditsOut(Wire):
     balance: int
     plan: PlanName
@@ -228,6 +240,7 @@ class CreditsOut(Wire):
     consumption_per_day: int  # this cycle's average
     forecast_cycle_usage: int
     forecast_overage: int
+    forecast_basis: ForecastBasisOut
     low_balance_threshold: int
     lots: list[LotOut]
 

@@ -123,7 +123,11 @@ async def test_credits_usage_and_exports_follow_the_ledger(api: Api) -> None:
     )
     assert credits["lowBalanceThreshold"] == 100_000
     assert [lot["remaining"] for lot in credits["lots"]] == [999_400]
-    assert credits["forecastCycleUsage"] >= 600
+    # A project a moment old: its one use spread over one day, not over seconds.
+    basis = credits["forecastBasis"]
+    assert (basis["days"], basis["credits"], basis["creditsPerDay"]) == (1.0, 600, 600)
+    assert basis["method"] == "daily_average" and basis["windowStart"] <= basis["windowEnd"]
+    assert 600 <= credits["forecastCycleUsage"] <= 600 * 32
 
     usage = (await api.client.get("/v1/usage?groupBy=operation", headers=api.auth())).json()
     assert usage["groups"]["notarization"] == {"credits": 600, "operations": 1, "requests": 0}
