@@ -1,0 +1,227 @@
+// A standard client against Entryway: viem + permissionless from npm, written the way their
+// documentation shows, with default fee settings (no fee hook: viem asks the chain's node).
+//
+//   ENTRYWAY_API_KEY=<key> node standard_client.mjs <service-url> <chain-id> <node-rpc-url>
+//
+// It makes two of Entryway's SmartAccounts (viem's `toSmartAccount` over Entryway's
+// AccountFactory) and sends, through `/rpc/{chainId}` as the bundler:
+//   1. a self-funded op: the account, funded with the chain's coin by an anvil dev account,
+//      pays for its own deployment and call;
+//   2. a sponsored op: an account holding nothing, paid for by Entryway's paymaster through
+//      viem's `createPaymasterClient` (ERC-7677) on the same `/rpc/{chainId}`.
+// It prints one JSON line with both receipts and exits 0 only if both ops were included and
+// succeeded; on any failure it prints the error and exits 1.
+
+import { readFileSync } from "node:fs"
+import { dirname, join } from "node:path"
+import { fileURLToPath } from "node:url"
+
+import { createSmartAccountClient } from "permissionless"
+import {
+    createPublicClient,
+    createWalletClient,
+    decodeFunctionData,
+    encodeFunctionData,
+    hashMessage,
+    hashTypedData,
+    http,
+    keccak256,
+    parseEther,
+    toHex
+} from "viem"
+import {
+    createPaymasterClient,
+    entryPoint08Abi,
+    entryPoint08Address,
+    getUserOperationHash,
+    toSmartAccount
+} from "viem/account-abstraction"
+import { generatePrivateKey, mnemonicToAccount, privateKeyToAccount } from "viem/accounts"
+import { base, baseSepolia, polygon, polygonAmoy } from "viem/chains"
+
+const ARTIFACTS = join(dirname(fileURLToPath(import.meta.url)), "../../src/entryway/contracts/artifacts")
+const CHAINS = { 137: polygon, 80002: polygonAmoy, 8453: base, 84532: baseSepolia }
+// anvil's well-known development mnemonic; its accounts hold the devnet's coin at genesis.
+const ANVIL_MNEMONIC = "test test test test test test test test test test test junk"
+// A key that owns nothing: estimation runs the account's real signature recovery with it.
+const STUB_SIGNER = privateKeyToAccount(keccak256(toHex("standard client: estimation only")))
+
+function abiOf(name) {
+    return JSON.parse(readFileSync(join(ARTIFACTS, `${name}.json`), "utf8")).abi
+}
+
+async function sdkDefaults(service, chainId, apiKey) {
+    const response = await fetch(`${service}/get-sdk-defaults?chainId=${chainId}`, {
+        headers: { Authorization: `Bearer ${apiKey}` }
+    })
+    if (!response.ok) throw new Error(`GET /get-sdk-defaults: ${response.status} ${await response.text()}`)
+    return response.json()
+}
+
+/** Entryway's SmartAccount of `owner` and `salt`, as a viem smart account (EntryPoint v0.8). */
+async function toEntrywaySmartAccount({ client, owner, salt, factory }) {
+    const accountAbi = abiOf("SmartAccount")
+    const factoryAbi = abiOf("AccountFactory")
+    const address = await client.readContract({
+        address: factory,
+        abi: factoryAbi,
+        functionName: "getAddress",
+        args: [owner.address, salt]
+    })
+    const chainId = client.chain.id
+    const messageDomain = { name: "EntrywaySmartAccount", version: "1", chainId, verifyingContract: address }
+    const messageTypes = { SmartAccountMessage: [{ name: "hash", type: "bytes32" }] }
+    const userOpHash = (userOperation) =>
+        getUserOperationHash({
+            userOperation: { ...userOperation, sender: address, signature: "0x" },
+            entryPointAddress: entryPoint08Address,
+            entryPointVersion: "0.8",
+            chainId
+        })
+    return toSmartAccount({
+        client,
+        entryPoint: { abi: entryPoint08Abi, address: entryPoint08Address, version: "0.8" },
+        async getAddress() {
+            return address
+        },
+        async getFactoryArgs() {
+            return {
+                factory,
+                factoryData: encodeFunctionData({
+                    abi: factoryAbi,
+                    functionName: "createAccount",
+                    args: [owner.address, salt]
+                })
+            }
+        },
+        async encodeCalls(calls) {
+            if (calls.length === 1) {
+                const [call] = calls
+                return encodeFunctionData({
+                    abi: accountAbi,
+                    functionName: "execute",
+                    args: [call.to, call.value ?? 0n, call.data ?? "0x"]
+                })
+            }
+            return encodeFunctionData({
+                abi: accountAbi,
+                functionName: "executeBatch",
+                args: [calls.map((c) => ({ target: c.to, value: c.value ?? 0n, data: c.data ?? "0x" }))]
+            })
+        },
+        async decodeCalls(callData) {
+            const { functionName, args } = decodeFunctionData({ abi: accountAbi, data: callData })
+            if (functionName === "execute") return [{ to: args[0], value: args[1], data: args[2] }]
+            if (functionName === "executeBatch")
+                return args[0].map((c) => ({ to: c.target, value: c.value, data: c.data }))
+            throw new Error(`not a call the account makes: ${functionName}`)
+        },
+        async getNonce() {
+            // Key 0, the account's sequential nonce, as Entryway's SDK uses.
+            return client.readContract({
+                address: entryPoint08Address,
+                abi: entryPoint08Abi,
+                functionName: "getNonce",
+                args: [address, 0n]
+            })
+        },
+        async getStubSignature(userOperation) {
+            return STUB_SIGNER.sign({ hash: userOperation ? userOpHash(userOperation) : keccak256("0x") })
+        },
+        async signMessage({ message }) {
+            return owner.signTypedData({
+                domain: messageDomain,
+                types: messageTypes,
+                primaryType: "SmartAccountMessage",
+                message: { hash: hashMessage(message) }
+            })
+        },
+        async signTypedData(typedData) {
+            return owner.signTypedData({
+                domain: messageDomain,
+                types: messageTypes,
+                primaryType: "SmartAccountMessage",
+                message: { hash: hashTypedData(typedData) }
+            })
+        },
+        async signUserOperation(userOperation) {
+            // EntryPoint v0.8's userOpHash is an EIP-712 digest; the owner signs it as it is.
+            return owner.sign({ hash: userOpHash(userOperation) })
+        }
+    })
+}
+
+async function send(client, recipient) {
+    const hash = await client.sendUserOperation({ calls: [{ to: recipient, value: 0n, data: "0x" }] })
+    const receipt = await client.waitForUserOperationReceipt({ hash, timeout: 120_000 })
+    return { userOpHash: hash, success: receipt.success, paymaster: receipt.paymaster, receipt }
+}
+
+async function main() {
+    const [service, chainIdArg, rpcUrl] = process.argv.slice(2)
+    const apiKey = process.env.ENTRYWAY_API_KEY
+    if (!service || !chainIdArg || !rpcUrl || !apiKey)
+        throw new Error("usage: ENTRYWAY_API_KEY=<key> node standard_client.mjs <service-url> <chain-id> <node-rpc-url>")
+    const chainId = Number(chainIdArg)
+    const chain = CHAINS[chainId]
+    if (!chain) throw new Error(`no viem chain for ${chainId}`)
+    const defaults = await sdkDefaults(service, chainId, apiKey)
+    const endpoint = `${service}/rpc/${chainId}?apikey=${apiKey}`
+
+    const publicClient = createPublicClient({ chain, transport: http(rpcUrl) })
+    const owner = privateKeyToAccount(generatePrivateKey())
+    const recipient = privateKeyToAccount(generatePrivateKey()).address
+
+    // 1. Self-funded: the account pays the EntryPoint from its own balance.
+    const payer = await toEntrywaySmartAccount({
+        client: publicClient,
+        owner,
+        salt: 0n,
+        factory: defaults.accountFactory
+    })
+    const funder = createWalletClient({
+        account: mnemonicToAccount(ANVIL_MNEMONIC, { addressIndex: 9 }),
+        chain,
+        transport: http(rpcUrl)
+    })
+    const funding = await funder.sendTransaction({ to: payer.address, value: parseEther("10") })
+    await publicClient.waitForTransactionReceipt({ hash: funding })
+    const selfFunded = await send(
+        createSmartAccountClient({ account: payer, chain, client: publicClient, bundlerTransport: http(endpoint) }),
+        recipient
+    )
+
+    // 2. Sponsored: an account with no balance, paid for by Entryway's ERC-7677 paymaster.
+    const sponsoredAccount = await toEntrywaySmartAccount({
+        client: publicClient,
+        owner,
+        salt: 1n,
+        factory: defaults.accountFactory
+    })
+    const sponsored = await send(
+        createSmartAccountClient({
+            account: sponsoredAccount,
+            chain,
+            client: publicClient,
+            bundlerTransport: http(endpoint),
+            paymaster: createPaymasterClient({ transport: http(endpoint) })
+        }),
+        recipient
+    )
+
+    const report = {
+        chainId,
+        selfFunded: { userOpHash: selfFunded.userOpHash, success: selfFunded.success, paymaster: selfFunded.paymaster },
+        sponsored: { userOpHash: sponsored.userOpHash, success: sponsored.success, paymaster: sponsored.paymaster },
+        deployed: [await publicClient.getCode({ address: payer.address }), await publicClient.getCode({ address: sponsoredAccount.address })].every(
+            (code) => code !== undefined && code !== "0x"
+        )
+    }
+    console.log(JSON.stringify(report))
+    if (!selfFunded.success || !sponsored.success) throw new Error("an op was included but did not succeed")
+}
+
+main().catch((error) => {
+    console.error(error?.stack ?? String(error))
+    process.exit(1)
+})
