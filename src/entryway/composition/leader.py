@@ -43,7 +43,7 @@ from entryway.storage.leader_lock import LeaderLock, leader_key
 
 log = logging.getLogger("entryway.bundler.leader")
 LOCK_POLL_S = 1.0
-INTAKE_POLL_S = 0.25
+INTAKE_POLL_S = 0.05  # an indexed query of the open ops: 20 a second is cheap
 
 
 class LeadershipLostError(EntrywayError):
