@@ -1,6 +1,7 @@
 """A standard Node client (viem + permissionless from npm, default fee settings) against
 `entryway up` on every chain it stands in for: one self-funded op and one op sponsored through
-viem's `createPaymasterClient`, both included."""
+viem's `createPaymasterClient`, both included. Then the same with fees asked of the bundler,
+as permissionless's quickstart does (`pimlico_getUserOperationGasPrice`)."""
 
 from __future__ import annotations
 
@@ -61,10 +62,10 @@ async def service(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Ser
         await stop(proc)
 
 
-async def _run_client(service: Service, chain_id: int) -> dict[str, Any]:
+async def _run_client(service: Service, chain_id: int, fees: str) -> dict[str, Any]:
     node = await asyncio.create_subprocess_exec(
         "node", str(SCRIPT), service.url, str(chain_id),
-        service.demo["chains"][str(chain_id)]["rpcUrl"],
+        service.demo["chains"][str(chain_id)]["rpcUrl"], fees,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         env={**os.environ, "ENTRYWAY_API_KEY": service.api_key},
     )  # fmt: skip
@@ -95,12 +96,10 @@ async def _receipt(service: Service, chain_id: int, user_op_hash: str) -> dict[s
     return receipt
 
 
-@pytest.mark.parametrize("chain_id", CHAINS)
-async def test_viem_and_permissionless_with_default_fees_send_self_funded_and_sponsored_ops(
-    service: Service, chain_id: int
-) -> None:
-    report = await _run_client(service, chain_id)
-    assert report["chainId"] == chain_id and report["deployed"] is True
+async def _both_ops_included(service: Service, chain_id: int, fees: str) -> None:
+    report = await _run_client(service, chain_id, fees)
+    assert report["chainId"] == chain_id and report["feeSource"] == fees
+    assert report["deployed"] is True
     self_funded, sponsored = report["selfFunded"], report["sponsored"]
     assert self_funded["success"] is True and self_funded["paymaster"] == ZERO_ADDRESS
     paymaster = service.demo["chains"][str(chain_id)]["paymaster"]
@@ -109,3 +108,17 @@ async def test_viem_and_permissionless_with_default_fees_send_self_funded_and_sp
         receipt = await _receipt(service, chain_id, op["userOpHash"])
         assert receipt["success"] is True
         assert receipt["paymaster"].lower() == expected_paymaster.lower()
+
+
+@pytest.mark.parametrize("chain_id", CHAINS)
+async def test_viem_and_permissionless_with_default_fees_send_self_funded_and_sponsored_ops(
+    service: Service, chain_id: int
+) -> None:
+    await _both_ops_included(service, chain_id, "node")
+
+
+@pytest.mark.parametrize("chain_id", CHAINS)
+async def test_permissionless_with_the_bundlers_gas_price_sends_both_ops(
+    service: Service, chain_id: int
+) -> None:
+    await _both_ops_included(service, chain_id, "bundler")

@@ -1,7 +1,9 @@
 // A standard client against Entryway: viem + permissionless from npm, written the way their
 // documentation shows, with default fee settings (no fee hook: viem asks the chain's node).
+// With `bundler` as the last argument it takes its fees from the bundler instead, as
+// permissionless's quickstart does (`pimlicoClient.getUserOperationGasPrice()`'s fast tier).
 //
-//   ENTRYWAY_API_KEY=<key> node standard_client.mjs <service-url> <chain-id> <node-rpc-url>
+//   ENTRYWAY_API_KEY=<key> node standard_client.mjs <service-url> <chain-id> <node-rpc-url> [bundler]
 //
 // It makes two of Entryway's SmartAccounts (viem's `toSmartAccount` over Entryway's
 // AccountFactory) and sends, through `/rpc/{chainId}` as the bundler:
@@ -17,6 +19,7 @@ import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
 
 import { createSmartAccountClient } from "permissionless"
+import { createPimlicoClient } from "permissionless/clients/pimlico"
 import {
     createPublicClient,
     createWalletClient,
@@ -158,15 +161,25 @@ async function send(client, recipient) {
 }
 
 async function main() {
-    const [service, chainIdArg, rpcUrl] = process.argv.slice(2)
+    const [service, chainIdArg, rpcUrl, feeSource = "node"] = process.argv.slice(2)
     const apiKey = process.env.ENTRYWAY_API_KEY
     if (!service || !chainIdArg || !rpcUrl || !apiKey)
-        throw new Error("usage: ENTRYWAY_API_KEY=<key> node standard_client.mjs <service-url> <chain-id> <node-rpc-url>")
+        throw new Error("usage: ENTRYWAY_API_KEY=<key> node standard_client.mjs <service-url> <chain-id> <node-rpc-url> [bundler]")
+    if (feeSource !== "node" && feeSource !== "bundler") throw new Error(`fees come from the node or the bundler, not ${feeSource}`)
     const chainId = Number(chainIdArg)
     const chain = CHAINS[chainId]
     if (!chain) throw new Error(`no viem chain for ${chainId}`)
     const defaults = await sdkDefaults(service, chainId, apiKey)
     const endpoint = `${service}/rpc/${chainId}?apikey=${apiKey}`
+    const bundlerFees = createPimlicoClient({
+        transport: http(endpoint),
+        entryPoint: { address: entryPoint08Address, version: "0.8" }
+    })
+    // Absent, viem asks the node (`eth_maxPriorityFeePerGas`, the base fee) and doubles both.
+    const userOperation =
+        feeSource === "bundler"
+            ? { estimateFeesPerGas: async () => (await bundlerFees.getUserOperationGasPrice()).fast }
+            : undefined
 
     const publicClient = createPublicClient({ chain, transport: http(rpcUrl) })
     const owner = privateKeyToAccount(generatePrivateKey())
@@ -187,7 +200,13 @@ async function main() {
     const funding = await funder.sendTransaction({ to: payer.address, value: parseEther("10") })
     await publicClient.waitForTransactionReceipt({ hash: funding })
     const selfFunded = await send(
-        createSmartAccountClient({ account: payer, chain, client: publicClient, bundlerTransport: http(endpoint) }),
+        createSmartAccountClient({
+            account: payer,
+            chain,
+            client: publicClient,
+            bundlerTransport: http(endpoint),
+            userOperation
+        }),
         recipient
     )
 
@@ -204,13 +223,15 @@ async function main() {
             chain,
             client: publicClient,
             bundlerTransport: http(endpoint),
-            paymaster: createPaymasterClient({ transport: http(endpoint) })
+            paymaster: createPaymasterClient({ transport: http(endpoint) }),
+            userOperation
         }),
         recipient
     )
 
     const report = {
         chainId,
+        feeSource,
         selfFunded: { userOpHash: selfFunded.userOpHash, success: selfFunded.success, paymaster: selfFunded.paymaster },
         sponsored: { userOpHash: sponsored.userOpHash, success: sponsored.success, paymaster: sponsored.paymaster },
         deployed: [await publicClient.getCode({ address: payer.address }), await publicClient.getCode({ address: sponsoredAccount.address })].every(
