@@ -18,6 +18,8 @@ const targets = {
   "contracts/VerifyingPaymaster.sol": ["VerifyingPaymaster"],
   "contracts/NotaryAnchor.sol": ["NotaryAnchor"],
   "contracts/EntrywaySimulations.sol": ["EntrywaySimulations"],
+  "contracts/devnet/DevnetGasPriceOracle.sol": ["DevnetGasPriceOracle"],
+  "contracts/devnet/DevnetPriceFeed.sol": ["DevnetPriceFeed"],
   "contracts/test/TestCounter.sol": ["TestCounter"],
   "contracts/test/TestGasPriceOracle.sol": ["TestGasPriceOracle"],
   "contracts/test/TestRules.sol": ["TestStorage", "RuleHelper", "TestRulesAccount", "TestRulesPaymaster", "TestRulesFactory"],

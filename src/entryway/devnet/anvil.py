@@ -64,6 +64,9 @@ class AnvilConfig:
     default_create2_deployer: bool = True
     log_path: Path | None = None
     base_fee_per_gas: int | None = None  # None: anvil's default (1 gwei)
+    # False: anvil suggests tips from recent blocks alone, not at least 1 gwei (the fee
+    # layer in front of it then applies the network's own minimum).
+    min_suggested_tip: bool = True
 
 
 class AnvilProcess:
@@ -104,6 +107,8 @@ class AnvilProcess:
             cmd.append("--disable-default-create2-deployer")
         if c.base_fee_per_gas is not None:
             cmd += ["--base-fee", str(c.base_fee_per_gas)]
+        if not c.min_suggested_tip:
+            cmd.append("--disable-min-priority-fee")
         return cmd
 
     async def start(self) -> None:

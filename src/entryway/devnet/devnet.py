@@ -6,6 +6,7 @@ contracts were deployed with (so addresses stay the same across restarts).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,8 +18,10 @@ from entryway.chain.rpc import EthClient, JsonRpcClient
 from entryway.chain.transactor import Transactor
 from entryway.deploy.deployer import ContractDeployer, Deployment, PaymasterFunding
 from entryway.deploy.plan import Operator, plan_deployment
-from entryway.devnet.anvil import AnvilConfig, AnvilProcess
-from entryway.domain.networks import NETWORKS
+from entryway.devnet.anvil import AnvilConfig, AnvilProcess, free_port
+from entryway.devnet.fee_layer import FeeLayer
+from entryway.devnet.fees import devnet_fees
+from entryway.devnet.predeploys import place_gas_price_oracle
 from entryway.keys import load_or_create_key
 from entryway.storage.private_files import private_directory
 
@@ -86,28 +89,56 @@ class Devnet:
         self.keys = DevnetKeys.load_or_create(private_directory(self.dir / "keys"))
         self.chains: list[DevnetChain] = []
         self._nodes: list[AnvilProcess] = []
+        self._layers: list[FeeLayer] = []
 
     async def start(self) -> list[DevnetChain]:
         self.dir.mkdir(parents=True, exist_ok=True)
         try:
             for index, chain_id in enumerate(self.chain_ids):
-                node = AnvilProcess(
-                    AnvilConfig(
-                        chain_id=chain_id,
-                        port=self.base_port + index if self.base_port else 0,
-                        state_path=self.dir / f"anvil-{chain_id}.json",
-                        log_path=self.dir / f"anvil-{chain_id}.log",
-                        block_time_s=self.block_time_s,
-                        base_fee_per_gas=_devnet_base_fee(chain_id),
-                    )
-                )
-                await node.start()
-                self._nodes.append(node)
-                self.chains.append(await self._provision(chain_id, node.rpc_url))
+                port = self.base_port + index if self.base_port else 0
+                self.chains.append(await self._start_chain(chain_id, port))
         except BaseException:
             await self.stop()
             raise
         return self.chains
+
+    async def _start_chain(self, chain_id: int, port: int) -> DevnetChain:
+        """Anvil, and for a chain a network has, the fee layer in front of it on `port`:
+        clients and Entryway alike reach the node through the layer."""
+        fees = devnet_fees(chain_id)
+        node = AnvilProcess(
+            AnvilConfig(
+                chain_id=chain_id,
+                port=0 if fees is not None else port,
+                state_path=self.dir / f"anvil-{chain_id}.json",
+                log_path=self.dir / f"anvil-{chain_id}.log",
+                base_fee_per_gas=fees.base_fee_floor if fees is not None else None,
+                min_suggested_tip=fees is None,
+            )
+        )
+        await node.start()
+        self._nodes.append(node)
+        rpc_url = node.rpc_url
+        if fees is not None:
+            if fees.l1_oracle is not None and fees.l1_prices is not None:
+                async with JsonRpcClient(node.rpc_url) as rpc:
+                    await place_gas_price_oracle(rpc, fees.l1_oracle, fees.l1_prices)
+            layer = FeeLayer(
+                node.rpc_url,
+                fees,
+                node.config.host,
+                port or free_port(node.config.host),
+                block_time_s=self.block_time_s,
+            )
+            await asyncio.to_thread(layer.start)
+            self._layers.append(layer)
+            rpc_url = layer.url
+        chain = await self._provision(chain_id, rpc_url)
+        if self.block_time_s is not None:
+            # Deployed at once, block by block; from here on, blocks at the chain's pace.
+            async with JsonRpcClient(node.rpc_url) as rpc:
+                await rpc.request("evm_setIntervalMining", [self.block_time_s])
+        return chain
 
     async def _provision(self, chain_id: int, rpc_url: str) -> DevnetChain:
         async with JsonRpcClient(rpc_url) as rpc:
@@ -125,6 +156,9 @@ class Devnet:
         return DevnetChain(chain_id, rpc_url, deployment, tuple(done))
 
     async def stop(self) -> None:
+        layers, self._layers = self._layers, []
+        for layer in reversed(layers):
+            await asyncio.to_thread(layer.stop)
         nodes, self._nodes = self._nodes, []
         for node in reversed(nodes):
             await node.stop()
@@ -135,8 +169,3 @@ class Devnet:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
-
-
-def _devnet_base_fee(chain_id: int) -> int | None:
-    network = NETWORKS.get(chain_id)
-    return network.fee_rules.devnet_base_fee_per_gas if network else None
