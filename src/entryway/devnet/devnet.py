@@ -114,6 +114,7 @@ class Devnet:
                 log_path=self.dir / f"anvil-{chain_id}.log",
                 base_fee_per_gas=fees.base_fee_floor if fees is not None else None,
                 min_suggested_tip=fees is None,
+                block_time_s=None if _whole_seconds(self.block_time_s) else self.block_time_s,
             )
         )
         await node.start()
@@ -134,10 +135,11 @@ class Devnet:
             self._layers.append(layer)
             rpc_url = layer.url
         chain = await self._provision(chain_id, rpc_url)
-        if self.block_time_s is not None:
-            # Deployed at once, block by block; from here on, blocks at the chain's pace.
+        if _whole_seconds(self.block_time_s):
+            # Deployed at once, block by block; from here on, blocks at the chain's pace
+            # (anvil switches only to whole seconds; a fraction applies from the start).
             async with JsonRpcClient(node.rpc_url) as rpc:
-                await rpc.request("evm_setIntervalMining", [self.block_time_s])
+                await rpc.request("evm_setIntervalMining", [int(self.block_time_s or 0)])
         return chain
 
     async def _provision(self, chain_id: int, rpc_url: str) -> DevnetChain:
@@ -169,3 +171,7 @@ class Devnet:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
+
+
+def _whole_seconds(block_time_s: float | None) -> bool:
+    return block_time_s is not None and block_time_s >= 1 and block_time_s == int(block_time_s)
