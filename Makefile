@@ -7,7 +7,7 @@ STAMP := $(VENV)/.stamp
 NPM_STAMP := node_modules/.stamp
 DATA_DIR ?= .entryway
 
-.PHONY: chromium setup run test lint typecheck format contracts lock bench-gas bench-bundler bench-api bench-multiprocess bench-notary bench-sponsor clean devnet
+.PHONY: chromium setup run test lint typecheck format contracts lock bench-gas bench-bundler bench-api bench-multiprocess bench-notary bench-sponsor bench-costs clean devnet
 
 setup: $(STAMP) $(NPM_STAMP) chromium
 
@@ -85,6 +85,10 @@ bench-sponsor: setup
 
 bench-gas: setup
 	$(BIN)/python -m bench.gas
+
+# What each operation costs on each devnet chain; refreshes the table in docs/pricing.md.
+bench-costs: setup
+	$(BIN)/python -m bench.chain_costs --write-doc
 
 clean:
 	rm -rf $(VENV) node_modules .pytest_cache .mypy_cache .ruff_cache
