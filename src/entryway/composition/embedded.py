@@ -5,13 +5,16 @@ project and key and, unless told not to, the task worker in the same process."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from entryway.chain.rpc import EthClient, JsonRpcClient
+from entryway.chain.transactor import Transactor
 from entryway.composition.root import build_services
+from entryway.deploy.deployer import ContractDeployer, devnet_price_feed_plan
 from entryway.devnet.devnet import Devnet
 from entryway.domain.apikeys import InvalidApiKeyError, KeyEnvironment, KeyRole
 from entryway.domain.networks import NETWORKS
@@ -24,9 +27,12 @@ from entryway.storage.store import Store
 from entryway.worker.main import running_worker, worker_settings
 
 
-def devnet_settings(base: Settings, devnet: Devnet) -> Settings:
-    """`base` serving the devnet's chains: their RPC URLs, deployments and key files. A chain
-    id no network has is a local test network."""
+def devnet_settings(
+    base: Settings, devnet: Devnet, price_feeds: Mapping[int, str] | None = None
+) -> Settings:
+    """`base` serving the devnet's chains: their RPC URLs, deployments, key files and price
+    feeds (`devnet_price_feeds`). A chain id no network has is a local test network."""
+    feeds = price_feeds or {}
     keys = devnet.dir / "keys"
     chains = [
         ChainSettings(
@@ -42,10 +48,30 @@ def devnet_settings(base: Settings, devnet: Devnet) -> Settings:
                 paymaster=chain.deployment.paymaster,
                 notary=chain.deployment.notary,
             ),
+            price_feed=feeds.get(chain.chain_id),
         )
         for chain in devnet.chains
     ]
     return base.model_copy(update={"chains": chains})
+
+
+async def devnet_price_feeds(base: Settings, devnet: Devnet) -> dict[int, str]:
+    """A price feed of each devnet chain's native token at its configured price (deployed
+    once; a new price, a new feed), as a real chain's Chainlink feed would be configured."""
+    prices = base.price_book().native_token_micro_eur
+    feeds: dict[int, str] = {}
+    for chain in devnet.chains:
+        if chain.chain_id not in prices:
+            continue
+        known = NETWORKS.get(chain.chain_id)
+        token = known.native_token.symbol if known else "ETH"
+        plan = devnet_price_feed_plan(devnet.keys.operator.address, token, prices[chain.chain_id])
+        async with JsonRpcClient(chain.rpc_url) as rpc:
+            eth = EthClient(rpc)
+            transactor = Transactor(eth, devnet.keys.operator, chain.chain_id)
+            await ContractDeployer(eth, transactor).ensure(plan)
+        feeds[chain.chain_id] = plan.address
+    return feeds
 
 
 def _local_network(chain_id: int) -> dict[str, Any]:
@@ -77,7 +103,7 @@ async def run_embedded(
         devnet = await stack.enter_async_context(
             Devnet(base.data_dir, list(devnet_chains), base_port=devnet_base_port)
         )
-        settings = devnet_settings(base, devnet)
+        settings = devnet_settings(base, devnet, await devnet_price_feeds(base, devnet))
         prepared = await checked(settings)
         composed = await stack.enter_async_context(
             build_services(settings, services=services, chains=prepared, migrate_schema=True)

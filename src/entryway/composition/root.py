@@ -22,11 +22,13 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from entryway.bundler.rpc_methods import BundlerRpc
 from entryway.bundler.standalone import StandaloneSettings, build_bundler
 from entryway.bundler.states import BundlingMode
+from entryway.chain.price_feed import NativePriceFeed
 from entryway.chain.rpc import EthClient, JsonRpcClient
 from entryway.chain.transactor import Transactor
 from entryway.composition.bundling import INTAKE, intake_bundler
 from entryway.composition.events import alert_events, deposit_events, op_events
 from entryway.domain.notarization import NotarySettings
+from entryway.domain.token_prices import NativeTokenPrices
 from entryway.notary.anchor import Anchorer
 from entryway.notary.anchoring import notary_handlers
 from entryway.notary.batcher import running_batcher
@@ -109,7 +111,7 @@ async def build_services(
             await migrate(engine)
         await seal_stored_secrets(engine, secrets)  # a wrong key stops the start here
         store = Store(engine)
-        services.prices = settings.prices.price_book()
+        services.prices = settings.price_book()
         redis = settings.redis_url.get_secret_value() if settings.redis_url else None
         limiter = RateLimiter(parse_limits(settings.rate_limits), redis)
         stack.push_async_callback(limiter.aclose)
@@ -132,6 +134,7 @@ async def build_services(
             seam = bundler or _configured_bundler(chain, engine)
             runtime = await _chain_runtime(stack, chain, seam)
             services.chains[chain.settings.chain_id] = runtime
+            await _follow_price_feed(stack, services, chain, runtime.eth)
         settler = await _paymaster(stack, services, store, events, prepared, settings, serving)
         notary, notary_tasks = _notary(services, engine, events, prepared)
         if serving:
@@ -269,6 +272,25 @@ def _notary(
         transactor = Transactor(runtime.eth, chain.keys.notary_submitter, runtime.chain_id)
         anchorers[runtime.chain_id] = Anchorer(transactor, chain.deployment.notary)
     return notary, dict(notary_handlers(notaries, anchorers, events))
+
+
+async def _follow_price_feed(
+    stack: AsyncExitStack, services: Services, chain: PreparedChain, eth: EthClient
+) -> None:
+    """The chain's native token price from its feed, when it names one: read once now (the
+    configured price stands if that fails), then refreshed in the background."""
+    prices = services.prices.native_token_micro_eur
+    if chain.settings.price_feed is None or not isinstance(prices, NativeTokenPrices):
+        return
+    feed = NativePriceFeed(
+        chain.settings.chain_id,
+        eth,
+        chain.settings.price_feed,
+        chain.settings.price_feed_max_age_s,
+        prices,
+    )
+    await feed.refresh()
+    _background(stack, feed.follow())
 
 
 def _background(stack: AsyncExitStack, job: Awaitable[None]) -> None:

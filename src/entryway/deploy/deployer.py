@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from eth_abi.abi import encode
+
 from entryway import contracts
 from entryway.chain.rpc import EthClient, RpcError, RpcTransportError
 from entryway.chain.transactor import Transactor
@@ -13,14 +15,32 @@ from entryway.deploy.plan import (
     DETERMINISTIC_DEPLOYER_FUNDING_WEI,
     DETERMINISTIC_DEPLOYER_SIGNER,
     DETERMINISTIC_DEPLOYER_TX,
+    ENTRYWAY_SALT,
     ContractPlan,
     DeploymentPlan,
+    plan_contract,
 )
 from entryway.errors import EntrywayError
 
 
 class DeploymentError(EntrywayError):
     pass
+
+
+# The devnets' stand-in for a Chainlink price feed of the native token in EUR, with the
+# 8 decimals of Chainlink's fiat feeds.
+DEVNET_FEED_DECIMALS = 8
+
+
+def devnet_price_feed_plan(owner: str, native_token: str, micro_eur: int) -> ContractPlan:
+    """A `DevnetPriceFeed` answering `micro_eur` micro-euros per token, set by `owner`. Its
+    address follows from the price: a new configured price deploys a new feed."""
+    answer = micro_eur * 10**DEVNET_FEED_DECIMALS // 10**6
+    init_code = contracts.load("DevnetPriceFeed").bytecode + encode(
+        ["address", "uint8", "int256", "string"],
+        [owner, DEVNET_FEED_DECIMALS, answer, f"{native_token} / EUR"],
+    )
+    return plan_contract("priceFeed", "DevnetPriceFeed", ENTRYWAY_SALT, init_code)
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,6 +8,7 @@ at the start of every process. Secrets (keys, tokens, URLs that may carry creden
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -30,6 +31,7 @@ from entryway.domain.evm import checksum
 from entryway.domain.networks import NETWORKS, FeeRules, fee_rules_for
 from entryway.domain.plans import PlanName
 from entryway.domain.pricebook import DEFAULT_NATIVE_PRICES, PriceBook
+from entryway.domain.token_prices import NativeTokenPrices
 from entryway.storage.secrets_key import SecretsKeySource
 
 PositiveInt = Annotated[int, Field(gt=0)]
@@ -136,10 +138,14 @@ class PriceSettings(Section):
     notarization_per_kib: Credits | None = None
     webhook_delivery: Credits | None = None
 
-    def price_book(self) -> PriceBook:
+    def price_book(self, chain_prices: Mapping[int, int] | None = None) -> PriceBook:
+        """The price book; `chain_prices` (the chains' own `native_token_price_micro_eur`)
+        over `native_token_micro_eur` over the defaults. Its token prices are a
+        `NativeTokenPrices`, which a chain's price feed may follow (`chain.price_feed`)."""
         fees = {k: v for k, v in self.model_dump().items() if v is not None}
         prices = {**DEFAULT_NATIVE_PRICES, **fees.pop("native_token_micro_eur")}
-        return PriceBook(native_token_micro_eur=prices, **fees)
+        prices.update(chain_prices or {})
+        return PriceBook(native_token_micro_eur=NativeTokenPrices(prices), **fees)
 
 
 class BillingSettings(Section):
@@ -240,6 +246,12 @@ class ChainSettings(Section):
     deploy_owner: str | None = None
     fee_rules: FeeRuleSettings = Field(default_factory=FeeRuleSettings)
     maintenance: bool = False
+    # The native token's price, micro-euros per token (over [prices].native_token_micro_eur),
+    # and optionally a Chainlink-style feed of it in EUR: followed while its rounds are at
+    # most price_feed_max_age_s old, the configured price used otherwise (docs/pricing.md).
+    native_token_price_micro_eur: PositiveInt | None = None
+    price_feed: str | None = None
+    price_feed_max_age_s: PositiveInt = 3_600
     name: str | None = None
     native_token: str | None = None
     testnet: bool | None = None
@@ -263,7 +275,7 @@ class ChainSettings(Section):
             )
         return files
 
-    @field_validator("deploy_owner")
+    @field_validator("deploy_owner", "price_feed")
     @classmethod
     def _owner(cls, value: str | None) -> str | None:
         return _address(value) if value is not None else None
@@ -357,6 +369,16 @@ class Settings(BaseSettings):
         if len(set(ids)) != len(ids):
             raise ValueError("each chain id appears once")
         return chains
+
+    def price_book(self) -> PriceBook:
+        """[prices] with each chain's own native token price over it."""
+        return self.prices.price_book(
+            {
+                c.chain_id: c.native_token_price_micro_eur
+                for c in self.chains
+                if c.native_token_price_micro_eur is not None
+            }
+        )
 
     @model_validator(mode="after")
     def _one_admin_token(self) -> Settings:
