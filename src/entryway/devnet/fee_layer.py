@@ -25,7 +25,9 @@ _FEE_METHODS = frozenset({"eth_maxPriorityFeePerGas", "eth_gasPrice", "eth_feeHi
 _MINING_METHODS = frozenset(
     {"eth_sendRawTransaction", "eth_sendTransaction", "evm_mine", "anvil_mine"}
 )
-_WATCHED = tuple(m.encode() for m in _FEE_METHODS | _MINING_METHODS)
+# Filled by the node with its own fees unless the quote goes in first (`_with_quoted_fees`).
+_FILL = "eth_fillTransaction"
+_WATCHED = tuple(m.encode() for m in _FEE_METHODS | _MINING_METHODS | {_FILL})
 _JSON = "application/json"
 
 
@@ -144,6 +146,11 @@ class FeeLayer:
             async with self._floor_lock:  # no other block mined between the two
                 await self._keep_floor()
                 return await self._node(request)
+        if method == _FILL:
+            try:
+                return await self._node(await self._with_quoted_fees(request))
+            except _NodeError as exc:
+                return {"jsonrpc": "2.0", "id": request.get("id"), "error": exc.error}
         if method not in _FEE_METHODS:
             return await self._node(request)
         try:
@@ -160,14 +167,36 @@ class FeeLayer:
             if isinstance(answer.get("result"), dict):
                 return self.fees.fee_history(answer["result"])
             return answer
+        base_fee, tip = await self._quote()
+        if method == "eth_maxPriorityFeePerGas":
+            return hex(tip)
+        return hex(self.fees.gas_price(base_fee, tip))
+
+    async def _quote(self) -> tuple[int, int]:
+        """The next block's base fee and the tip this network's node would suggest."""
         history, node_tip = await asyncio.gather(
             self._node_result("eth_feeHistory", ["0x1", "latest", []]),
             self._node_result("eth_maxPriorityFeePerGas", []),
         )
         tip = self.fees.tip(int(node_tip, 16), float(history["gasUsedRatio"][-1]))
-        if method == "eth_maxPriorityFeePerGas":
-            return hex(tip)
-        return hex(self.fees.gas_price(int(history["baseFeePerGas"][-1], 16), tip))
+        return int(history["baseFeePerGas"][-1], 16), tip
+
+    async def _with_quoted_fees(self, request: dict[str, Any]) -> dict[str, Any]:
+        """eth_fillTransaction with the fees the caller left out set from the quote: anvil
+        would fill in its own 1 gwei tip, under Polygon's minimum and over Base's whole fee
+        (viem fills transactions this way first)."""
+        params = request.get("params")
+        if not (isinstance(params, list) and params and isinstance(params[0], dict)):
+            return request
+        tx = params[0]
+        if {"gasPrice", "maxFeePerGas", "maxPriorityFeePerGas"} & tx.keys():
+            return request
+        base_fee, tip = await self._quote()
+        if tx.get("type") in ("0x0", "0x1"):
+            fees = {"gasPrice": hex(self.fees.gas_price(base_fee, tip))}
+        else:  # EIP-1559, with room for the base fee to double, as clients default to
+            fees = {"maxFeePerGas": hex(2 * base_fee + tip), "maxPriorityFeePerGas": hex(tip)}
+        return {**request, "params": [{**tx, **fees}, *params[1:]]}
 
     async def _keep_floor(self) -> None:
         """The next block's base fee, if EIP-1559 has taken it under the floor, back up to it."""
