@@ -270,15 +270,18 @@ async def main(chains: list[int], running: tuple[str, Path] | None) -> list[Meas
 
 
 def measured_at() -> str:
-    sha = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
-    ).stdout.strip()
-    dirty = subprocess.run(
-        ["git", "status", "--porcelain", "--untracked-files=no"],
-        capture_output=True, text=True, check=False,
-    ).stdout.strip()  # fmt: skip
-    when = datetime.now(UTC).date().isoformat()
+    """The commit measured, flagged when code differs from it (the doc itself aside)."""
+    root = DOC.parents[1]
+
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", *args], capture_output=True, text=True, cwd=root, check=False)
+        return done.stdout.strip()
+
+    sha = git("rev-parse", "--short", "HEAD")
+    doc = DOC.relative_to(root).as_posix()
+    dirty = git("status", "--porcelain", "--untracked-files=no", "--", ".", f":!{doc}")
     changes = " (with local changes)" if dirty else ""
+    when = datetime.now(UTC).date().isoformat()
     return f"Measured at {sha or 'an unknown commit'}{changes} on {when}"
 
 
