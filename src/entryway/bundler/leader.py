@@ -2,9 +2,10 @@
 durable intake, and writes back what became of each op.
 
 On taking over, and every poll after, it loads the intake's open ops it has not loaded yet.
-Each one is first looked up on the chain: a dead leader may have sent it in a bundle that was
-mined (it is marked included or failed, never sent again), or the sender's nonce may have
-moved on (dropped, with that reason). Otherwise it is validated again, the chain's state
+Each one received before this leader took over is first looked up on the chain: a dead
+leader may have sent it in a bundle that was mined (it is marked included or failed, never
+sent again), or the sender's nonce may have moved on (dropped, with that reason). Then it is
+validated again, the chain's state
 having changed since the API accepted it, and enters the mempool; the bundler's own loops
 bundle it. An op refused only for want of room in the mempool (CAPACITY) waits in the intake
 and is tried again; any other refusal drops it, with the reason. What the bundler learns of
@@ -19,7 +20,7 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
 from entryway import contracts
@@ -47,6 +48,7 @@ RETRY_S = 2.0
 LOAD_CONCURRENCY = 32  # senders whose new ops are loaded at once
 FOLLOW_S = 0.05  # while a burst of ops arrives, the intake is looked at this often
 FOLLOW_LOOKS = 5  # looks per step at most
+TAKEOVER_MARGIN = timedelta(seconds=5)
 
 
 class OpenOp(Protocol):
@@ -101,6 +103,9 @@ class IntakeLeader:
     loaded: dict[str, OpStatus] = field(default_factory=dict)
     # Ops waiting for room in the mempool: hash -> when to try again (monotonic seconds).
     waiting: dict[str, float] = field(default_factory=dict)
+    # When this leader took over: an op received well after it cannot have been sent by an
+    # earlier leader, so it skips the look-ups for that (see `_load`).
+    leading_since: datetime = field(default_factory=lambda: datetime.now(UTC))
 
     @property
     def chain_id(self) -> int:
@@ -151,15 +156,7 @@ class IntakeLeader:
         op_hash = row.user_op_hash
         self.waiting.pop(op_hash, None)
         try:
-            receipt = await self.bundler.receipts.receipt(hex_to_bytes(op_hash))
-            if receipt is not None:  # mined already, in a bundle of the leader before
-                status = OpStatus.INCLUDED if receipt["success"] else OpStatus.FAILED
-                tx = receipt["receipt"]["transactionHash"]
-                await self.intake.mark(self.chain_id, op_hash, status, tx_hash=tx)
-                return
-            used = await self._nonce_used(row.op)
-            if used is not None:
-                await self.intake.mark(self.chain_id, op_hash, OpStatus.DROPPED, reason=used)
+            if not self._new_since_takeover(row) and await self._settled_before(row):
                 return
             await self.bundler.send(row.op)
         except BundlerError as exc:
@@ -173,6 +170,29 @@ class IntakeLeader:
             log.warning("cannot load op %s yet (node error: %s); retrying", op_hash, exc)
             return  # not loaded: the next step tries again
         self.loaded[op_hash] = OpStatus.PENDING
+
+    def _new_since_takeover(self, row: OpenOp) -> bool:
+        """Received more than TAKEOVER_MARGIN after this leader took over (the margin covers
+        clock differences between the API's host and this one): no earlier leader can have
+        loaded it, so it need not be looked up on the chain before validation (two node
+        round trips an op in the steady state)."""
+        return row.received_at > self.leading_since + TAKEOVER_MARGIN
+
+    async def _settled_before(self, row: OpenOp) -> bool:
+        """Whether an earlier leader's bundle settled the op: mined (marked included or
+        failed, never sent again) or its nonce used by another op (dropped, with that)."""
+        op_hash = row.user_op_hash
+        receipt = await self.bundler.receipts.receipt(hex_to_bytes(op_hash))
+        if receipt is not None:  # mined already, in a bundle of the leader before
+            status = OpStatus.INCLUDED if receipt["success"] else OpStatus.FAILED
+            tx = receipt["receipt"]["transactionHash"]
+            await self.intake.mark(self.chain_id, op_hash, status, tx_hash=tx)
+            return True
+        used = await self._nonce_used(row.op)
+        if used is not None:
+            await self.intake.mark(self.chain_id, op_hash, OpStatus.DROPPED, reason=used)
+            return True
+        return False
 
     def _may_wait(self, row: OpenOp, refusal: BundlerError) -> bool:
         """Whether a refused op may wait for room in the mempool (see CAPACITY)."""
