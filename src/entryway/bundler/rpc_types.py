@@ -9,6 +9,7 @@ from entryway.bundler.errors import invalid_params
 from entryway.domain.eip7702 import MARKER, Authorization
 from entryway.domain.evm import checksum
 from entryway.domain.userop import UserOperation
+from entryway.domain.userop_json import op_to_json
 
 # A quantity is a hex string. The spec writes it without leading zeros; several clients pad
 # ("0x01", a 32-byte word), so zeros are tolerated, up to 64 digits in all.
@@ -138,25 +139,5 @@ def parse_authorization(raw: Any) -> Authorization:
 
 
 def user_operation_json(op: UserOperation) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "sender": op.sender,
-        "nonce": hex(op.nonce),
-        "callData": "0x" + op.call_data.hex(),
-        "callGasLimit": hex(op.call_gas_limit),
-        "verificationGasLimit": hex(op.verification_gas_limit),
-        "preVerificationGas": hex(op.pre_verification_gas),
-        "maxFeePerGas": hex(op.max_fee_per_gas),
-        "maxPriorityFeePerGas": hex(op.max_priority_fee_per_gas),
-        "signature": "0x" + op.signature.hex(),
-    }
-    if op.factory is not None:
-        out["factory"] = "0x7702" if op.is_eip7702 else op.factory
-        out["factoryData"] = "0x" + op.factory_data.hex()
-    if op.paymaster is not None:
-        out["paymaster"] = op.paymaster
-        out["paymasterVerificationGasLimit"] = hex(op.paymaster_verification_gas_limit)
-        out["paymasterPostOpGasLimit"] = hex(op.paymaster_post_op_gas_limit)
-        out["paymasterData"] = "0x" + op.paymaster_data.hex()
-    if op.eip7702_auth is not None:
-        out["eip7702Auth"] = op.eip7702_auth.to_rpc()
-    return out
+    """The op in its JSON-RPC form (ERC-4337 v0.8 field names, hex quantities)."""
+    return op_to_json(op)
