@@ -4,14 +4,18 @@ data fee a sponsored op pays and is charged credits for."""
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
+from entryway_sdk.models import UserOperationReceipt
 
 from entryway import contracts
+from entryway.bundler.port import receipt_of
 from entryway.bundler.rpc_types import user_operation_json
 from entryway.bundler.standalone import StandaloneSettings, build_bundler
 from entryway.bundler.states import BundlingMode
@@ -19,12 +23,17 @@ from entryway.chain.rpc import EthClient, JsonRpcClient
 from entryway.chain.transactor import Transactor
 from entryway.devnet.devnet import Devnet
 from entryway.devnet.fees import BASE_L1_PRICES
+from entryway.domain.evm import hex_to_bytes
 from entryway.domain.networks import GWEI, OP_STACK_GAS_PRICE_ORACLE
 from entryway.domain.pricebook import default_price_book
+from entryway.domain.userop import UserOperation
+from entryway.paymaster.costs import sponsorship_quote
+from entryway.storage.ledger_records import quote_breakdown
 from tests.integration.bundler.conftest import RpcClient
 from tests.integration.harness import ETHER, Harness
 
 ORACLE = contracts.load("DevnetGasPriceOracle").abi
+EP = contracts.load("EntryPoint").abi
 POLYGON, BASE = 80002, 84532
 
 
@@ -95,21 +104,23 @@ async def test_base_stand_in_has_the_gas_price_oracle_predeploy(chains: Devnet) 
     assert polygon_code == "0x"  # an OP-stack predeploy only where the chain is OP-stack
 
 
-async def test_sponsored_op_on_base_pays_the_l1_data_fee_in_credits(
-    chains: Devnet, caplog: pytest.LogCaptureFixture
-) -> None:
-    chain = next(c for c in chains.chains if c.chain_id == BASE)
+async def _sponsored_op(
+    devnet: Devnet, chain_id: int, caplog: pytest.LogCaptureFixture
+) -> tuple[dict[str, Any], int | None, dict[str, Any]]:
+    """Send one sponsored op with a default client's fees; its receipt as the bundler serves
+    it, the L1 fee the bundler quoted for it (None off OP-stack chains) and its status."""
+    chain = next(c for c in devnet.chains if c.chain_id == chain_id)
     async with JsonRpcClient(chain.rpc_url) as rpc:
         eth = EthClient(rpc)
         executor = Harness.new_key()
         await rpc.request("anvil_setBalance", [executor.address, hex(10 * ETHER)])
         harness = Harness(
             eth=eth,
-            chain_id=BASE,
+            chain_id=chain_id,
             deployment=chain.deployment,
-            paymaster_signer=chains.keys.paymaster_signer,
-            operator=chains.keys.operator,
-            executor=Transactor(eth, executor, BASE),
+            paymaster_signer=devnet.keys.paymaster_signer,
+            operator=devnet.keys.operator,
+            executor=Transactor(eth, executor, chain_id),
         )
         with caplog.at_level(logging.WARNING):
             bundler_rpc = await build_bundler(
@@ -124,7 +135,6 @@ async def test_sponsored_op_on_base_pays_the_l1_data_fee_in_credits(
             )
         assert "L1 fees not charged" not in caplog.text
         quoter = bundler_rpc.bundler.l1_fees
-        assert quoter is not None
         await bundler_rpc.bundler.start()
         try:
             client = RpcClient(bundler_rpc, chain.deployment.entry_point)
@@ -142,20 +152,76 @@ async def test_sponsored_op_on_base_pays_the_l1_data_fee_in_credits(
             )
             pvg = int(estimate["preVerificationGas"], 16)
             paid = harness.sign(harness.sponsor(replace(draft, pre_verification_gas=pvg)), owner)
-            l1_fee = await quoter.fee_wei(paid)
-            assert pvg > await quoter.gas(paid) > 0
+            l1_fee = None if quoter is None else await quoter.fee_wei(paid)
+            if quoter is not None:
+                assert pvg > await quoter.gas(paid) > 0
             op_hash = await client.send(paid)
             await client.bundle()
             receipt = await client.result("eth_getUserOperationReceipt", op_hash)
+            status = await client.result("entryway_getUserOperationStatus", op_hash)
         finally:
             await bundler_rpc.bundler.stop()
     assert receipt["success"]
+    return receipt, l1_fee, status
+
+
+async def test_sponsored_op_on_base_pays_the_l1_data_fee_in_credits(
+    chains: Devnet, caplog: pytest.LogCaptureFixture
+) -> None:
+    receipt, l1_fee, _ = await _sponsored_op(chains, BASE, caplog)
+    assert l1_fee is not None
     cost = int(receipt["actualGasCost"], 16)
     assert cost > l1_fee > 0
     prices = default_price_book()
     credits = prices.gas_credits(BASE, cost)
     assert credits > prices.gas_credits(BASE, cost - l1_fee)
     assert credits < 50_000  # Base-like fees: not the 800,000 credits of a 1 gwei tip
+
+
+async def test_base_receipt_shows_the_oracles_l1_fee_and_the_settlement_names_it(
+    chains: Devnet, caplog: pytest.LogCaptureFixture
+) -> None:
+    receipt, quoted, status = await _sponsored_op(chains, BASE, caplog)
+    tx = receipt["receipt"]
+    assert "l1Fee" not in tx  # anvil, unlike an OP-stack node: Entryway asks the oracle
+    bundle = await _rpc(chains, BASE, "eth_getTransactionByHash", tx["transactionHash"])
+    assert isinstance(bundle, dict)
+    call = {
+        "to": OP_STACK_GAS_PRICE_ORACLE,
+        "data": "0x" + ORACLE.encode_call("getL1Fee", hex_to_bytes(bundle["input"])).hex(),
+    }
+    oracle_fee = int(str(await _rpc(chains, BASE, "eth_call", call, tx["blockNumber"])), 16)
+    shown = int(receipt["l1Fee"], 16)
+    assert shown == oracle_fee > 0  # the op was alone in its bundle: all of its L1 fee
+    assert quoted is not None and abs(shown - quoted) * 20 < quoted  # what its PVG paid for
+    assert status["status"] == "included" and status["l1Fee"] == receipt["l1Fee"]
+
+    parsed = receipt_of(receipt)
+    assert parsed.l1_fee == shown
+    assert UserOperationReceipt.parse(receipt).l1_fee == shown
+    op = UserOperation.from_packed(
+        next(iter(EP.decode_call("handleOps", hex_to_bytes(bundle["input"]))[0]))
+    )
+    prices = default_price_book()
+    settled = sponsorship_quote(prices, BASE, op, parsed.actual_gas_cost, parsed.l1_fee)
+    unshown = sponsorship_quote(prices, BASE, op, parsed.actual_gas_cost)
+    assert settled.credits == unshown.credits  # shown, not charged twice
+    breakdown = json.loads(quote_breakdown(settled) or "{}")
+    assert breakdown["included"] == {
+        "l1_fee_wei": shown,
+        "l1_fee_credits": prices.gas_credits(BASE, shown),
+    }
+    assert sum(v for k, v in breakdown.items() if k != "included") == settled.credits
+
+
+async def test_polygon_receipt_has_no_l1_fee(
+    chains: Devnet, caplog: pytest.LogCaptureFixture
+) -> None:
+    receipt, quoted, status = await _sponsored_op(chains, POLYGON, caplog)
+    assert quoted is None
+    assert "l1Fee" not in receipt and "l1Fee" not in status
+    assert receipt_of(receipt).l1_fee is None
+    assert UserOperationReceipt.parse(receipt).l1_fee is None
 
 
 def test_the_stand_in_answers_the_selector_entryway_quotes_with() -> None:

@@ -127,7 +127,8 @@ class Credits:
 class OpStatus:
     """`/op-status`: pending, submitted, included, failed (mined, execution reverted),
     dropped (with `reason`) or not_found. `credits` is what the op was charged, when the
-    service reports it (None otherwise)."""
+    service reports it (None otherwise); `l1_fee`, a mined op's share of its bundle's L1 data
+    fee on OP-stack chains (wei; None elsewhere)."""
 
     chain_id: int
     user_op_hash: str
@@ -135,6 +136,7 @@ class OpStatus:
     transaction_hash: str | None = None
     reason: str | None = None
     credits: int | None = None
+    l1_fee: int | None = None
     raw: Mapping[str, Any] = _raw()
 
     @classmethod
@@ -146,6 +148,7 @@ class OpStatus:
             transaction_hash=raw.get("transactionHash"),
             reason=raw.get("reason"),
             credits=_optional_int(raw.get("credits")),
+            l1_fee=quantity(raw["l1Fee"]) if raw.get("l1Fee") is not None else None,
             raw=raw,
         )
 
@@ -241,8 +244,10 @@ class GasPrice:
 class UserOperationReceipt:
     """`eth_getUserOperationReceipt`: what the EntryPoint says happened to a mined op.
 
-    `success` is the op's own execution; `actual_gas_cost` is in wei; `credits` is what the
-    service charged for it, when the service reports it (None otherwise)."""
+    `success` is the op's own execution; `actual_gas_cost` is in wei; `l1_fee` is, on OP-stack
+    chains (Base), the part of it that paid for posting the op's data to L1 (wei; None on
+    other chains); `credits` is what the service charged for it, when the service reports it
+    (None otherwise)."""
 
     user_op_hash: str
     sender: str
@@ -256,6 +261,7 @@ class UserOperationReceipt:
     reason: str | None
     logs: tuple[Mapping[str, Any], ...] = ()
     credits: int | None = None
+    l1_fee: int | None = None
     raw: Mapping[str, Any] = _raw()
 
     @classmethod
@@ -280,5 +286,6 @@ class UserOperationReceipt:
             reason=None if reason in (None, "0x") else str(reason),
             logs=tuple(raw.get("logs") or ()),
             credits=credits,
+            l1_fee=quantity(raw["l1Fee"]) if raw.get("l1Fee") is not None else None,
             raw=raw,
         )

@@ -56,6 +56,7 @@ class Receipt:
     transaction_hash: str
     block_number: int
     reason: str | None = None  # the revert reason, when the execution reverted
+    l1_fee: int | None = None  # wei: its share of the bundle's L1 data fee (OP-stack chains)
 
 
 class BundlerPort(Protocol):
@@ -151,7 +152,7 @@ class InProcessBundler:
         tracked = self.bundler.tracked.get(op_hash)
         if tracked is not None and tracked.status in (OpStatus.PENDING, OpStatus.SUBMITTED):
             return None  # not mined yet: its bundle's follower marks it when it is
-        doc = await _node(self.bundler.receipts.receipt(op_hash))
+        doc = await _node(self.bundler.receipts.receipt(op_hash, self.bundler.l1_fees))
         return None if doc is None else receipt_of(doc)
 
 
@@ -167,6 +168,7 @@ def receipt_of(doc: dict[str, Any]) -> Receipt:
         transaction_hash=str(tx["transactionHash"]),
         block_number=int(tx["blockNumber"], 16),
         reason=doc.get("reason"),
+        l1_fee=int(doc["l1Fee"], 16) if "l1Fee" in doc else None,
     )
 
 

@@ -1,7 +1,8 @@
 """UserOperation receipts and lookups, read from the chain's UserOperationEvent logs.
 
 Nothing is cached: every answer comes from the node's canonical chain, so a receipt whose
-block was dropped by a reorg disappears with it.
+block was dropped by a reorg disappears with it. On OP-stack chains a receipt also shows the
+op's share of its bundle's L1 data fee (`l1Fee`, wei; `L1FeeQuoter.op_share_wei`).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Any
 from eth_abi.abi import decode
 
 from entryway import contracts
+from entryway.bundler.gas.l1fee import L1FeeQuoter
 from entryway.bundler.rpc_types import user_operation_json
 from entryway.chain.rpc import EthClient
 from entryway.domain.eip7702 import delegate_of
@@ -47,7 +49,10 @@ class ReceiptReader:
         )
         return logs[-1] if logs else None
 
-    async def receipt(self, op_hash: bytes) -> dict[str, Any] | None:
+    async def receipt(
+        self, op_hash: bytes, l1_fees: L1FeeQuoter | None = None
+    ) -> dict[str, Any] | None:
+        """The op's receipt; with `l1_fees` (OP-stack chains), its `l1Fee` too."""
         log = await self._event_log(op_hash)
         if log is None:
             return None
@@ -60,7 +65,7 @@ class ReceiptReader:
             hex_to_bytes(log["data"]),
         )
         op_logs, reason = _logs_of_op(tx["logs"], log["logIndex"], self.entry_point, op_hash)
-        return {
+        doc: dict[str, Any] = {
             "userOpHash": to_hex(op_hash),
             "entryPoint": self.entry_point,
             "sender": event["sender"],
@@ -73,6 +78,16 @@ class ReceiptReader:
             "logs": op_logs,
             "receipt": tx,
         }
+        if l1_fees is not None:
+            bundle = await self.eth.rpc.request(
+                "eth_getTransactionByHash", [log["transactionHash"]]
+            )
+            if bundle is None or bundle.get("blockHash") != log["blockHash"]:
+                return None
+            share = await l1_fees.op_share_wei(bundle, tx, event["sender"], event["nonce"])
+            if share is not None:
+                doc["l1Fee"] = hex(share)
+        return doc
 
     async def user_operation(self, op_hash: bytes) -> dict[str, Any] | None:
         log = await self._event_log(op_hash)

@@ -27,6 +27,7 @@ from entryway.domain.evm import to_hex
 
 log = logging.getLogger("entryway.bundler.rpc")
 EP = contracts.load("EntryPoint").abi
+_MINED = (OpStatus.INCLUDED.value, OpStatus.FAILED.value)
 Handler = Callable[[list[Any]], Awaitable[Any]]
 
 
@@ -172,7 +173,7 @@ class BundlerRpc:
             # Not mined yet, by our own account (the bundle's follower marks it the moment its
             # receipt appears): answer without asking the node, which clients poll hard.
             return None
-        return await self.bundler.receipts.receipt(op_hash)
+        return await self.bundler.receipts.receipt(op_hash, self.bundler.l1_fees)
 
     async def gas_price(self, params: list[Any]) -> dict[str, dict[str, str]]:
         """{"slow"|"standard"|"fast": {"maxFeePerGas", "maxPriorityFeePerGas"}}, hex: fees
@@ -186,7 +187,15 @@ class BundlerRpc:
         }
 
     async def op_status(self, params: list[Any]) -> dict[str, Any]:
-        return await self.bundler.status(_hash_param(params))
+        """The op's status; a mined op's on an OP-stack chain with its receipt's `l1Fee`."""
+        op_hash = _hash_param(params)
+        status = await self.bundler.status(op_hash)
+        if self.bundler.l1_fees is None or status["status"] not in _MINED:
+            return status
+        receipt = await self.bundler.receipts.receipt(op_hash, self.bundler.l1_fees)
+        if receipt is None or "l1Fee" not in receipt:
+            return status
+        return {**status, "l1Fee": receipt["l1Fee"]}
 
     # ------------------------------------------------------------------ debug_bundler_*
 

@@ -37,6 +37,9 @@ class Quote:
     operation: OperationType
     credits: int
     breakdown: tuple[tuple[str, int], ...]  # (component, credits), summing to `credits`
+    # Figures already inside the components, shown but not charged again: on OP-stack chains
+    # the L1 data fee the gas paid for ("l1_fee_wei", "l1_fee_credits").
+    included: tuple[tuple[str, int], ...] = ()
 
     @classmethod
     def of(cls, operation: OperationType, **parts: int) -> Quote:

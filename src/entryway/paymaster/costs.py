@@ -61,15 +61,24 @@ def sponsorship_key(chain_id: int, op: UserOperation) -> str:
 
 
 def sponsorship_quote(
-    prices: PriceBook, chain_id: int, op: UserOperation, gas_cost_wei: int
+    prices: PriceBook,
+    chain_id: int,
+    op: UserOperation,
+    gas_cost_wei: int,
+    l1_fee_wei: int | None = None,
 ) -> Quote:
+    """`l1_fee_wei`, the part of `gas_cost_wei` that paid for L1 data, is shown, not added."""
     base = prices.sponsored_user_operation(
         chain_id,
         calls=call_count(decode_calls(op.call_data)),
         calldata_bytes=len(op.call_data),
         gas_cost_wei=gas_cost_wei,
     )
-    return with_wallet_charges(base, prices, chain_id, classify(op))
+    quote = with_wallet_charges(base, prices, chain_id, classify(op))
+    if l1_fee_wei is None:
+        return quote
+    l1_credits = prices.gas_credits(chain_id, l1_fee_wei)
+    return replace(quote, included=(("l1_fee_wei", l1_fee_wei), ("l1_fee_credits", l1_credits)))
 
 
 def estimated_quote(prices: PriceBook, chain_id: int, op: UserOperation) -> Quote:
@@ -87,10 +96,12 @@ async def settle_sponsorship(
     actual_gas_cost_wei: int,
     at: datetime,
     counted: CreditsCounted | None = None,
+    l1_fee_wei: int | None = None,
 ) -> UsageRecord:
-    """Settle a sponsored op from its receipt (`actualGasCost` of its UserOperationEvent);
-    `counted` is told the credits charged, once: settling again changes nothing."""
-    actual = sponsorship_quote(prices, chain_id, op, actual_gas_cost_wei)
+    """Settle a sponsored op from its receipt (`actualGasCost` of its UserOperationEvent, and
+    on OP-stack chains its `l1Fee`, shown within it); `counted` is told the credits charged,
+    once: settling again changes nothing."""
+    actual = sponsorship_quote(prices, chain_id, op, actual_gas_cost_wei, l1_fee_wei)
     record = await ledger.settle(project_id, sponsorship_key(chain_id, op), actual, at)
     if counted is not None and not record.duplicate:
         counted(actual.operation.value, record.credits)

@@ -89,6 +89,7 @@ class SponsorshipSettler:
                 actual_gas_cost_wei=receipt.actual_gas_cost,
                 at=now,
                 counted=self.counted,
+                l1_fee_wei=receipt.l1_fee,
             )
             if self.on_settled is not None:
                 await self.on_settled(sponsored, receipt)

@@ -18,7 +18,7 @@ from entryway.storage.usage import UsageEvent, UsageQueries
 ExportFormat = Literal["csv", "json"]
 EXPORT_FIELDS = (
     "eventId", "createdAt", "operation", "credits", "overage", "status", "keyId", "endpoint",
-    "chainId", "subject", "idempotencyKey",
+    "chainId", "subject", "idempotencyKey", "l1FeeWei", "l1FeeCredits",
 )  # fmt: skip
 DEFAULT_WINDOW = timedelta(days=30)
 

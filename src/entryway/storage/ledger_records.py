@@ -78,7 +78,14 @@ def lot_row(lot: CreditLot) -> dict[str, Any]:
 
 
 def quote_breakdown(quote: Quote | None) -> str | None:
-    return None if quote is None else json.dumps(dict(quote.breakdown))
+    """The quote's components (credits, summing to its total) and, under "included", the
+    figures already inside them (on OP-stack chains the L1 data fee, in wei and credits)."""
+    if quote is None:
+        return None
+    doc: dict[str, object] = dict(quote.breakdown)
+    if quote.included:
+        doc["included"] = dict(quote.included)
+    return json.dumps(doc)
 
 
 def purchase_lot_id(purchase_id: str) -> str:

@@ -3,6 +3,7 @@ counters of free requests. Reads only, except `add_request_counts` (one upsert p
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
@@ -42,6 +43,9 @@ class UsageEvent:
     chain_id: int | None
     subject: str | None
     idempotency_key: str
+    # On OP-stack chains, the L1 data fee inside a sponsored op's credits (shown, not added).
+    l1_fee_wei: int | None = None
+    l1_fee_credits: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -56,7 +60,17 @@ class UsageEvent:
             "chainId": self.chain_id,
             "subject": self.subject,
             "idempotencyKey": self.idempotency_key,
+            "l1FeeWei": None if self.l1_fee_wei is None else hex(self.l1_fee_wei),
+            "l1FeeCredits": self.l1_fee_credits,
         }
+
+
+def _included(breakdown: str | None) -> dict[str, int]:
+    """The figures a charge's breakdown shows inside its components (`Quote.included`)."""
+    if not breakdown:
+        return {}
+    included = json.loads(breakdown).get("included")
+    return included if isinstance(included, dict) else {}
 
 
 def period_of(moment: datetime, grouping: str) -> str:
@@ -88,6 +102,7 @@ class UsageQueries:
         async with self.engine.connect() as db:
             result = await db.stream(query)
             async for r in result:
+                included = _included(r.breakdown)
                 yield UsageEvent(
                     r.event_id,
                     utc(r.created_at),
@@ -100,6 +115,8 @@ class UsageQueries:
                     r.chain_id,
                     r.subject,
                     r.idempotency_key,
+                    included.get("l1_fee_wei"),
+                    included.get("l1_fee_credits"),
                 )
 
     async def used_since(self, project_id: str, since: datetime) -> int:

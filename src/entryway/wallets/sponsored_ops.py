@@ -163,7 +163,7 @@ class ServiceSponsoredOps:
                 self.ledger, self.prices, project_id=submission.project_id,
                 chain_id=submission.chain_id, op=submission.op,
                 actual_gas_cost_wei=receipt.actual_gas_cost, at=self.clock(),
-                counted=self.accounting.counted,
+                counted=self.accounting.counted, l1_fee_wei=receipt.l1_fee,
             )  # fmt: skip
             fate = OpFate.INCLUDED if receipt.success else OpFate.REVERTED
             return OpOutcome(fate, receipt.transaction_hash, receipt.reason)

@@ -8,6 +8,7 @@ from typing import Any
 from eth_account import Account
 
 from entryway.bundler.gas.estimation import GasEstimator
+from entryway.bundler.gas.l1fee import L1FeeQuoter
 from entryway.bundler.receipts import ReceiptReader
 from entryway.bundler.rpc_methods import BundlerRpc
 from entryway.bundler.service import Bundler, BundlerConfig
@@ -38,7 +39,9 @@ class ChainLogs(ReceiptReader):
         self.included: dict[bytes, str] = {}
         self.reads = 0
 
-    async def receipt(self, op_hash: bytes) -> dict[str, Any] | None:
+    async def receipt(
+        self, op_hash: bytes, l1_fees: L1FeeQuoter | None = None
+    ) -> dict[str, Any] | None:
         self.reads += 1
         tx = self.included.get(op_hash)
         if tx is None:
