@@ -2,7 +2,9 @@
 
 Any API replica validates an op as the in-process bundler does (sanity, simulation,
 ERC-7562), then, instead of adding it to a mempool of its own, hands it to the intake in the
-database, for the chain's elected bundler leader (`bundler.leader`) to bundle. The op is
+database, for the chain's elected bundler leader (`bundler.leader`) to bundle. The row carries
+the validation and the head block it was made at: the leader admits a fresh one to its
+mempool without simulating the op again. The op is
 written in the transaction that records what it costs: while the caller's `before_mempool`
 hook runs, `admitting` names the op, and the relay accounting writes it with the charge
 (`paymaster.relay_accounting`). An op sent without accounting is written on its own.
@@ -23,6 +25,7 @@ from entryway.bundler.mempool import MempoolEntry
 from entryway.bundler.service import BeforeMempool, Bundler, BundlerConfig
 from entryway.bundler.states import OpStatus
 from entryway.bundler.submission import TransactionManager
+from entryway.bundler.validation.outcome_json import outcome_to_json
 from entryway.bundler.validation.simulation import Validator
 from entryway.chain.rpc import EthClient
 from entryway.domain.evm import to_hex
@@ -33,11 +36,14 @@ log = logging.getLogger("entryway.bundler.intake")
 
 @dataclass(slots=True)
 class IntakeAdmission:
-    """The op being admitted to the intake, for the accounting to write with its charge;
+    """The op being admitted to the intake, for the accounting to write with its charge, with
+    this replica's validation of it (`outcome_json`) and the head block that was made at;
     `written` once the accounting's transaction, with the op in it, committed."""
 
     entry_point: str
     op: UserOperation
+    validation: str | None = None
+    validated_block: int | None = None
     written: bool = False
 
 
@@ -73,6 +79,8 @@ class OpIntake(Protocol):
         op: UserOperation,
         project_id: str | None = None,
         at: datetime | None = None,
+        validation: str | None = None,
+        validated_block: int | None = None,
     ) -> None: ...
 
     async def get(self, chain_id: int, user_op_hash: str) -> IntakeView | None: ...
@@ -98,8 +106,11 @@ class IntakeBundler(Bundler):
 
     async def _admit(self, entry: MempoolEntry, before_mempool: BeforeMempool | None) -> None:
         op_hash = to_hex(entry.user_op_hash)
+        validation = outcome_to_json(entry.outcome)
         if before_mempool is not None:
-            admission = IntakeAdmission(self.config.entry_point, entry.op)
+            admission = IntakeAdmission(
+                self.config.entry_point, entry.op, validation, entry.received_block
+            )
             token = admitting.set(admission)
             try:
                 await before_mempool(entry.op, entry.user_op_hash)
@@ -117,6 +128,8 @@ class IntakeBundler(Bundler):
             user_op_hash=op_hash,
             entry_point=self.config.entry_point,
             op=entry.op,
+            validation=validation,
+            validated_block=entry.received_block,
         )
 
     async def pending_op(self, op_hash: bytes) -> UserOperation | None:

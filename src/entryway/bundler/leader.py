@@ -4,11 +4,13 @@ durable intake, and writes back what became of each op.
 On taking over, and every poll after, it loads the intake's open ops it has not loaded yet.
 Each one received before this leader took over is first looked up on the chain: a dead
 leader may have sent it in a bundle that was mined (it is marked included or failed, never
-sent again), or the sender's nonce may have moved on (dropped, with that reason). Then it is
-validated again, the chain's state
-having changed since the API accepted it, and enters the mempool; the bundler's own loops
-bundle it. An op refused only for want of room in the mempool (CAPACITY) waits in the intake
-and is tried again; any other refusal drops it, with the reason. What the bundler learns of
+sent again), or the sender's nonce may have moved on (dropped, with that reason). Then it
+enters the mempool: on the API's validation when that was made at most FRESH_BLOCKS behind
+the head (the mempool's rules still apply; bundling simulates each op again and compares its
+code hashes before the bundle is sent), else validated again, the chain's state having
+changed since the API accepted it; the bundler's own loops bundle it. An op refused only
+for want of room in the mempool (CAPACITY) waits in the intake and is tried again; any other
+refusal drops it, with the reason. What the bundler learns of
 each loaded op (submitted, included, failed, dropped with its reason) is written back to the
 intake, so any API replica answers for it.
 """
@@ -25,8 +27,10 @@ from typing import Protocol
 
 from entryway import contracts
 from entryway.bundler.errors import BundlerError, RpcErrorCode
-from entryway.bundler.service import Bundler
+from entryway.bundler.service import HEAD_TTL_S, Bundler
 from entryway.bundler.states import OpStatus
+from entryway.bundler.validation.outcome import ValidationOutcome
+from entryway.bundler.validation.outcome_json import outcome_from_json
 from entryway.chain.rpc import RpcError, RpcTransportError
 from entryway.domain.evm import hex_to_bytes
 from entryway.domain.userop import UserOperation
@@ -49,6 +53,9 @@ LOAD_CONCURRENCY = 32  # senders whose new ops are loaded at once
 FOLLOW_S = 0.05  # while a burst of ops arrives, the intake is looked at this often
 FOLLOW_LOOKS = 5  # looks per step at most
 TAKEOVER_MARGIN = timedelta(seconds=5)
+# An op the API validated at most this many blocks behind the head enters the mempool on that
+# validation; an older one is simulated again (bundling re-checks every op in any case).
+FRESH_BLOCKS = 2
 
 
 class OpenOp(Protocol):
@@ -60,6 +67,12 @@ class OpenOp(Protocol):
 
     @property
     def received_at(self) -> datetime: ...
+
+    @property
+    def validation(self) -> str | None: ...
+
+    @property
+    def validated_block(self) -> int | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +141,7 @@ class IntakeLeader:
 
     async def _load_new(self) -> int:
         """Load the intake's open ops not loaded yet; how many there were. Ops of different
-        senders are loaded concurrently (each is looked up on the chain and validated again:
+        senders are loaded concurrently (each may be looked up on the chain and validated again:
         node round trips), as the standalone bundler takes concurrent sends; a sender's ops
         one after the other, oldest first."""
         now = time.monotonic()
@@ -155,21 +168,45 @@ class IntakeLeader:
     async def _load(self, row: OpenOp) -> None:
         op_hash = row.user_op_hash
         self.waiting.pop(op_hash, None)
+        outcome = None
         try:
             if not self._new_since_takeover(row) and await self._settled_before(row):
                 return
-            await self.bundler.send(row.op)
+            outcome = await self._fresh_validation(row)
+            if outcome is None:
+                await self.bundler.send(row.op)
+            else:
+                assert row.validated_block is not None
+                await self.bundler.admit_validated(row.op, outcome, row.validated_block)
         except BundlerError as exc:
             if self._may_wait(row, exc):
                 self.waiting[op_hash] = time.monotonic() + RETRY_S
                 return
-            reason = f"refused on revalidation: {exc.message}"
+            refused = "refused on revalidation" if outcome is None else "refused by the mempool"
+            reason = f"{refused}: {exc.message}"
             await self.intake.mark(self.chain_id, op_hash, OpStatus.DROPPED, reason=reason)
             return
         except (RpcTransportError, RpcError) as exc:
             log.warning("cannot load op %s yet (node error: %s); retrying", op_hash, exc)
             return  # not loaded: the next step tries again
         self.loaded[op_hash] = OpStatus.PENDING
+
+    async def _fresh_validation(self, row: OpenOp) -> ValidationOutcome | None:
+        """The API's validation of the op, when it was made at most FRESH_BLOCKS behind the
+        head: the op is then admitted without simulating it again. None (validate again): no
+        validation, an older one, or one that does not read."""
+        if row.validation is None or row.validated_block is None:
+            return None
+        head, _, _ = await self.bundler.head.now(max_age_s=HEAD_TTL_S)
+        if row.validated_block < head - FRESH_BLOCKS:
+            return None
+        try:
+            return outcome_from_json(row.validation)
+        except ValueError as exc:
+            log.warning(
+                "op %s: unreadable validation (%s); validating again", row.user_op_hash, exc
+            )
+            return None
 
     def _new_since_takeover(self, row: OpenOp) -> bool:
         """Received more than TAKEOVER_MARGIN after this leader took over (the margin covers

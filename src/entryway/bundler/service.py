@@ -190,16 +190,8 @@ class Bundler:
             raise invalid_params(
                 f"preVerificationGas {op.pre_verification_gas} is below the {floor} required"
             )
-        # Cheap mempool checks before the costly simulation.
-        same_nonce = next(
-            (e for e in self.mempool.for_sender(op.sender) if e.op.nonce == op.nonce), None
-        )
-        if same_nonce is not None:
-            self.mempool.check_replacement(same_nonce.op, op)
-        self.mempool.check_roles(op, same_nonce)
+        self._check_mempool_rules(op)  # cheap, before the costly simulation
         outcome = await self.validator.validate(op, now=now, op_hash=op_hash)
-        entry = self._entry(op, op_hash, outcome, block_number)
-        await self._check_paymaster_deposit(entry)
         required = pre_verification_gas(op, outcome.pre_op_gas - op.pre_verification_gas)
         if self.l1_fees is not None:
             required += await self.l1_fees.gas(op)
@@ -207,8 +199,37 @@ class Bundler:
             raise invalid_params(
                 f"preVerificationGas {op.pre_verification_gas} is below the {required} required"
             )
-        await self._admit(entry, before_mempool)
+        await self._enter(self._entry(op, op_hash, outcome, block_number), before_mempool)
         return op_hash
+
+    async def admit_validated(
+        self, op: UserOperation, outcome: ValidationOutcome, validated_block: int
+    ) -> bytes:
+        """Add to the mempool an op another replica validated (`send`) at `validated_block`,
+        recently, with `outcome`: every mempool rule applies (bans, replacement, entity
+        limits, the paymaster's deposit), but it is not simulated again. Its hash.
+
+        Bundling still protects the executor: each op of a bundle is simulated again and its
+        contracts' code compared (COD-010) before the bundle is eth_called and sent."""
+        op_hash = await self.op_hash(op)
+        self._reject_banned(op)
+        self._check_mempool_rules(op)
+        await self._enter(self._entry(op, op_hash, outcome, validated_block), None)
+        return op_hash
+
+    def _check_mempool_rules(self, op: UserOperation) -> None:
+        """A replacement's fee bump, and the entity limits (ERC-7562) for the op's roles."""
+        same_nonce = next(
+            (e for e in self.mempool.for_sender(op.sender) if e.op.nonce == op.nonce), None
+        )
+        if same_nonce is not None:
+            self.mempool.check_replacement(same_nonce.op, op)
+        self.mempool.check_roles(op, same_nonce)
+
+    async def _enter(self, entry: MempoolEntry, before_mempool: BeforeMempool | None) -> None:
+        """The validated op's last checks (the paymaster's deposit), then the mempool."""
+        await self._check_paymaster_deposit(entry)
+        await self._admit(entry, before_mempool)
 
     async def _admit(self, entry: MempoolEntry, before_mempool: BeforeMempool | None) -> None:
         """Take a validated op into the mempool (accounted first, with `before_mempool`)."""

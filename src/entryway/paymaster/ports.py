@@ -131,6 +131,10 @@ class AcceptedOp:
 class IntakeEntry:
     entry_point: str
     op: UserOperation
+    # The admitting replica's validation of the op (JSON, `bundler.validation.outcome_json`)
+    # and the head block it was made at: the leader admits a fresh one without simulating.
+    validation: str | None = None
+    validated_block: int | None = None
 
 
 class AcceptedOpLedger(Protocol):

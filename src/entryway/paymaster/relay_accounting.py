@@ -62,7 +62,11 @@ def _intake(
     when an intake bundler is admitting it right now (`bundler.intake.admitting`)."""
     if entry_point is None and admission is not None:
         entry_point = admission.entry_point
-    return None if entry_point is None else IntakeEntry(entry_point, op)
+    if entry_point is None:
+        return None
+    if admission is None:
+        return IntakeEntry(entry_point, op)
+    return IntakeEntry(entry_point, op, admission.validation, admission.validated_block)
 
 
 def _utc_now() -> datetime:

@@ -39,6 +39,9 @@ class IntakeRecord:
     reason: str | None
     tx_hash: str | None
     received_at: datetime
+    # The API's validation (`bundler.validation.outcome_json`) and the block it was made at.
+    validation: str | None = None
+    validated_block: int | None = None
 
 
 def intake_row(
@@ -49,8 +52,10 @@ def intake_row(
     op: UserOperation,
     project_id: str | None,
     at: datetime,
+    validation: str | None = None,
+    validated_block: int | None = None,
 ) -> dict[str, Any]:
-    """An op as the intake stores it, pending."""
+    """An op as the intake stores it, pending, with the API's validation when given."""
     return {
         "chain_id": chain_id,
         "user_op_hash": user_op_hash.lower(),
@@ -62,6 +67,8 @@ def intake_row(
         "state": OpStatus.PENDING.value,
         "received_at": at,
         "updated_at": at,
+        "validation": validation,
+        "validated_block": validated_block,
     }
 
 
@@ -74,6 +81,8 @@ async def write_intake(
     op: UserOperation,
     project_id: str | None,
     at: datetime,
+    validation: str | None = None,
+    validated_block: int | None = None,
 ) -> None:
     """Add an op to the intake on the caller's transaction (`write_intake_rows`)."""
     row = intake_row(
@@ -83,6 +92,8 @@ async def write_intake(
         op=op,
         project_id=project_id,
         at=at,
+        validation=validation,
+        validated_block=validated_block,
     )
     await write_intake_rows(db, [row])
 
@@ -100,12 +111,15 @@ async def write_intake_rows(db: AsyncConnection, rows: Sequence[Mapping[str, Any
     dialect = postgresql if db.dialect.name == "postgresql" else sqlite
     statement = dialect.insert(op_intake).values(values)
     # An op the leader dropped, sent again, is open again (its charge is not repeated: the
-    # relay's usage key is the op's); an open or finished one stays as it is.
+    # relay's usage key is the op's), with its new validation; an open or finished one stays
+    # as it is.
     revived = {
         "state": OpStatus.PENDING.value,
         "reason": None,
         "tx_hash": None,
         "updated_at": statement.excluded.updated_at,
+        "validation": statement.excluded.validation,
+        "validated_block": statement.excluded.validated_block,
     }
     await db.execute(
         statement.on_conflict_do_update(
@@ -143,6 +157,8 @@ def _record(row: RowMapping) -> IntakeRecord:
         reason=None if row["reason"] is None else str(row["reason"]),
         tx_hash=None if row["tx_hash"] is None else str(row["tx_hash"]),
         received_at=as_utc(row["received_at"]),
+        validation=None if row["validation"] is None else str(row["validation"]),
+        validated_block=None if row["validated_block"] is None else int(row["validated_block"]),
     )
 
 
@@ -159,6 +175,8 @@ class OpIntakeStore:
         op: UserOperation,
         project_id: str | None = None,
         at: datetime | None = None,
+        validation: str | None = None,
+        validated_block: int | None = None,
     ) -> None:
         """An op accepted without accounting (nothing to charge), in a transaction of its own."""
         async with self.engine.begin() as db:
@@ -170,6 +188,8 @@ class OpIntakeStore:
                 op=op,
                 project_id=project_id,
                 at=at or datetime.now(UTC),
+                validation=validation,
+                validated_block=validated_block,
             )
 
     async def get(self, chain_id: int, user_op_hash: str) -> IntakeRecord | None:

@@ -64,6 +64,8 @@ async def write_accepted(
                 op=a.intake.op,
                 project_id=a.project_id,
                 at=a.at,
+                validation=a.intake.validation,
+                validated_block=a.intake.validated_block,
             )
             for a in group
             if a.intake is not None

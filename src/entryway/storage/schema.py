@@ -508,5 +508,9 @@ op_intake = Table(
     Column("tx_hash", String(66), nullable=True),
     Column("received_at", DateTime(timezone=True), nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
+    # The API's validation (bundler.validation.outcome_json) and the head block it validated
+    # at: the leader admits a fresh one without simulating the op again. Null: validate again.
+    Column("validation", Text, nullable=True),
+    Column("validated_block", BigInteger, nullable=True),
     Index("ix_op_intake_pending", "chain_id", "state", "received_at"),
 )

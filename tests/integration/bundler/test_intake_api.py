@@ -16,6 +16,7 @@ from entryway.bundler.intake import IntakeBundler
 from entryway.bundler.rpc_types import user_operation_json
 from entryway.bundler.standalone import StandaloneSettings, build_bundler
 from entryway.bundler.states import OpStatus
+from entryway.bundler.validation.outcome_json import outcome_from_json
 from entryway.chain.rpc import EthClient
 from entryway.devnet.devnet import Devnet
 from entryway.domain.plans import PlanName
@@ -77,6 +78,11 @@ async def test_an_accepted_op_goes_to_the_intake_with_its_charge(
     row = await OpIntakeStore(services.store.engine).get(CHAIN, op_hash)
     assert row is not None
     assert (row.status, row.project_id, row.op) == (OpStatus.PENDING, pid, op)
+    # With the API's validation, for the leader to admit it without simulating it again.
+    assert row.validation is not None and row.validated_block is not None
+    outcome = outcome_from_json(row.validation)
+    assert outcome.pre_op_gas > 0 and outcome.code_hashes
+    assert row.validated_block <= int(await harness.eth.rpc.request("eth_blockNumber", []), 16)
     engine = services.store.engine
     async with engine.connect() as db:
         assert await db.scalar(select(func.count()).select_from(usage_events)) == 1

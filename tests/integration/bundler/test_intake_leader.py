@@ -9,14 +9,17 @@ import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from eth_account.signers.local import LocalAccount
 
-from entryway.bundler.leader import IntakeLeader
+from entryway.bundler.leader import FRESH_BLOCKS, IntakeLeader
 from entryway.bundler.rpc_methods import BundlerRpc
 from entryway.bundler.standalone import StandaloneSettings, build_bundler
 from entryway.bundler.states import BundlingMode, OpStatus, Tracked
+from entryway.bundler.validation.outcome import ValidationOutcome
+from entryway.bundler.validation.outcome_json import outcome_to_json
 from entryway.chain.rpc import EthClient
 from entryway.devnet.devnet import Devnet
 from entryway.domain.evm import hex_to_bytes
@@ -169,3 +172,99 @@ async def test_an_op_refused_for_room_waits_in_the_intake_until_there_is_some(
         await leader.step()
     for op_hash in hashes:  # the fifth too: a dropped op would stay dropped
         assert (await settled(leader, intake, op_hash)).status is OpStatus.INCLUDED
+
+
+# ---------------------------------------------------------------- ops the API validated
+
+
+async def validated_into_intake(
+    harness: Harness,
+    intake: OpIntakeStore,
+    rpc: BundlerRpc,
+    op: UserOperation,
+    *,
+    validation: str | None = None,
+) -> str:
+    """The op written as an API replica writes it: with its validation, at the head."""
+    block, now, _ = await rpc.bundler.head.now()
+    outcome = await rpc.bundler.validator.validate(op, now=now)
+    ep = harness.deployment.entry_point
+    op_hash = "0x" + user_op_hash(op, ep, harness.chain_id).hex()
+    await intake.add(
+        chain_id=harness.chain_id,
+        user_op_hash=op_hash,
+        entry_point=ep,
+        op=op,
+        validation=outcome_to_json(outcome) if validation is None else validation,
+        validated_block=block,
+    )
+    return op_hash
+
+
+def count_validations(rpc: BundlerRpc, monkeypatch: pytest.MonkeyPatch) -> list[UserOperation]:
+    """The ops the bundler's validator simulates from now on."""
+    validator = rpc.bundler.validator
+    real = validator.validate
+    seen: list[UserOperation] = []
+
+    async def counted(op: UserOperation, **kwargs: Any) -> ValidationOutcome:
+        seen.append(op)
+        return await real(op, **kwargs)
+
+    monkeypatch.setattr(validator, "validate", counted)
+    return seen
+
+
+async def test_a_freshly_validated_op_is_admitted_without_simulating_it_again(
+    leading: Leading, harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    leader, intake, rpc = leading
+    op_hash = await validated_into_intake(harness, intake, rpc, await signed_op(harness))
+    validations = count_validations(rpc, monkeypatch)
+    await leader.step()
+    assert len(rpc.bundler.mempool) == 1
+    assert validations == []  # admitted on the API's validation
+    tx = await rpc.bundler.bundle_once(wait=True)
+    row = await settled(leader, intake, op_hash)
+    assert (row.status, row.tx_hash) == (OpStatus.INCLUDED, tx)
+
+
+@pytest.mark.parametrize("why", ["stale", "unreadable"])
+async def test_a_stale_or_unreadable_validation_is_made_again(
+    leading: Leading, harness: Harness, monkeypatch: pytest.MonkeyPatch, eth: EthClient, why: str
+) -> None:
+    leader, intake, rpc = leading
+    op = await signed_op(harness)
+    broken = '{"preOpGas": "0x1", "prefund": [' if why == "unreadable" else None
+    op_hash = await validated_into_intake(harness, intake, rpc, op, validation=broken)
+    if why == "stale":
+        await eth.rpc.request("anvil_mine", [hex(FRESH_BLOCKS + 1)])
+        await asyncio.sleep(0.2)  # past the head read's reuse
+    validations = count_validations(rpc, monkeypatch)
+    await leader.step()
+    assert validations == [op]  # simulated again
+    assert len(rpc.bundler.mempool) == 1
+    tx = await rpc.bundler.bundle_once(wait=True)
+    row = await settled(leader, intake, op_hash)
+    assert (row.status, row.tx_hash) == (OpStatus.INCLUDED, tx)
+
+
+async def test_the_mempool_rules_hold_for_validated_ops(
+    leading: Leading, harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A same-nonce op without the fee bump is refused, though the API validated it."""
+    leader, intake, rpc = leading
+    first, owner = await owned_op(harness)
+    first_hash = await validated_into_intake(harness, intake, rpc, first)
+    twin = harness.sign(replace(first, call_gas_limit=first.call_gas_limit + 1), owner)
+    twin_hash = await validated_into_intake(harness, intake, rpc, twin)
+    validations = count_validations(rpc, monkeypatch)
+    await leader.step()
+    assert validations == []
+    refused = await intake.get(harness.chain_id, twin_hash)
+    assert refused is not None and refused.status is OpStatus.DROPPED
+    assert refused.reason is not None
+    assert refused.reason.startswith("refused by the mempool: replacement UserOperation must")
+    assert [e.op for e in rpc.bundler.mempool.for_sender(first.sender)] == [first]
+    await rpc.bundler.bundle_once(wait=True)
+    assert (await settled(leader, intake, first_hash)).status is OpStatus.INCLUDED

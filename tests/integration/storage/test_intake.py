@@ -10,6 +10,7 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from entryway.bundler.intake import IntakeAdmission, admitting
 from entryway.bundler.states import OpStatus
 from entryway.domain.pricebook import default_price_book
 from entryway.paymaster.relay_accounting import RelayAccounting
@@ -183,3 +184,26 @@ async def test_a_dropped_op_sent_again_is_open_again_and_not_charged_again(
     assert row is not None and row.status is OpStatus.INCLUDED
     async with engine.connect() as db:
         assert await db.scalar(select(func.count()).select_from(usage_events)) == 1
+
+
+async def test_the_admitting_replicas_validation_is_written_with_the_op(
+    engine: AsyncEngine,
+) -> None:
+    """An intake bundler's validation travels with the op (for the leader to admit it without
+    simulating it again); the op sent again after a drop carries its new validation."""
+    store = Store(engine)
+    pid = await project(store)
+    intake = OpIntakeStore(engine)
+    op = user_op(sponsored=False)
+    for validation, block in (('{"v":1}', 10), ('{"v":2}', 2**40)):
+        token = admitting.set(IntakeAdmission(ENTRY_POINT, op, validation, block))
+        try:
+            await accept(store, pid, hash_of(5))
+        finally:
+            admitting.reset(token)
+        row = await intake.get(CHAIN, hash_of(5))
+        assert row is not None and (row.validation, row.validated_block) == (validation, block)
+        await intake.mark(CHAIN, hash_of(5), OpStatus.DROPPED, reason="expires at 1")
+    await intake.add(chain_id=CHAIN, user_op_hash=hash_of(6), entry_point=ENTRY_POINT, op=op)
+    [unvalidated] = await intake.open_ops(CHAIN)
+    assert (unvalidated.validation, unvalidated.validated_block) == (None, None)
