@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from entryway.bundler.blockclock import BlockClock
 from entryway.bundler.schedule import BundleSchedule
 from entryway.bundler.states import BundlingMode
+from entryway.chain.rpc import RpcTransportError
 
 if TYPE_CHECKING:
     from entryway.bundler.service import Bundler
@@ -55,6 +56,9 @@ class AutoBundler:
             try:
                 if await self.bundler.bundle_once(wait=False) is not None:
                     self.schedule.sent(started, time.monotonic(), scheduled=not full)
+            except RpcTransportError as exc:
+                # The node client logs the outage once, and its end; not each tick's failure.
+                log.debug("bundling skipped: %s", exc)
             except Exception:
                 log.exception("bundling failed")
 

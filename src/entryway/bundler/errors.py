@@ -5,6 +5,7 @@ from __future__ import annotations
 from enum import IntEnum
 from typing import Any
 
+from entryway.chain.rpc import RpcError, RpcTransportError
 from entryway.errors import EntrywayError
 
 
@@ -41,6 +42,15 @@ class BundlerError(EntrywayError):
         if self.data is not None:
             error["data"] = self.data
         return error
+
+
+def node_failure(exc: RpcError | RpcTransportError) -> BundlerError:
+    """A node failure as a JSON-RPC client reads it (-32603, worth retrying). An unreachable
+    node is named as such, in the transport's words (no host, port or exception); an error
+    the node answered is passed on as the node put it."""
+    if isinstance(exc, RpcTransportError):
+        return BundlerError(RpcErrorCode.INTERNAL_ERROR, str(exc))
+    return BundlerError(RpcErrorCode.INTERNAL_ERROR, f"node error: {exc}")
 
 
 def invalid_params(message: str) -> BundlerError:

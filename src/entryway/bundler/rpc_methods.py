@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from entryway import contracts
-from entryway.bundler.errors import BundlerError, RpcErrorCode, invalid_params
+from entryway.bundler.errors import BundlerError, RpcErrorCode, invalid_params, node_failure
 from entryway.bundler.gas.estimation import GasEstimator
 from entryway.bundler.port import suggested_fees
 from entryway.bundler.reputation import ReputationStatus
@@ -107,11 +107,13 @@ class BundlerRpc:
                 result = await handler(params)
         except BundlerError as exc:
             return _error(request_id, exc)
-        except (RpcTransportError, RpcError) as exc:
+        except RpcTransportError as exc:
+            # The node client logged the outage once; a line per call would bury it.
+            log.debug("node unreachable in %s: %s", request["method"], exc)
+            return _error(request_id, node_failure(exc))
+        except RpcError as exc:
             log.warning("node error in %s: %s", request["method"], exc)
-            return _error(
-                request_id, BundlerError(RpcErrorCode.INTERNAL_ERROR, f"node error: {exc}")
-            )
+            return _error(request_id, node_failure(exc))
         if "id" not in request:
             return None
         return {"jsonrpc": "2.0", "id": request_id, "result": result}

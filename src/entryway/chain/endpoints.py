@@ -6,22 +6,18 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from urllib.parse import urlsplit
 
 
 @dataclass(slots=True)
 class Endpoint:
     url: str
-    label: str  # for logs: hosted endpoints carry their API key in the path or query
+    index: int  # its place in the configured list, from 0: logs name it, never its URL
     failed_until: float = 0.0  # on the pool's clock; in the past while healthy
 
-
-def log_label(index: int, url: str) -> str:
-    """`#2 https://host:port`: which endpoint, without its path, query or credentials."""
-    parts = urlsplit(url)
-    host = parts.hostname or "?"
-    port = f":{parts.port}" if parts.port is not None else ""
-    return f"#{index + 1} {parts.scheme}://{host}{port}"
+    @property
+    def label(self) -> str:
+        """`#2`: which endpoint, for logs (hosted endpoints carry their API key in the URL)."""
+        return f"#{self.index + 1}"
 
 
 class EndpointPool:
@@ -37,7 +33,7 @@ class EndpointPool:
     ) -> None:
         if not urls:
             raise ValueError("a node client needs at least one RPC URL")
-        self.endpoints = tuple(Endpoint(url, log_label(i, url)) for i, url in enumerate(urls))
+        self.endpoints = tuple(Endpoint(url, i) for i, url in enumerate(urls))
         self.cooldown_s = cooldown_s
         self._clock = clock
 

@@ -55,7 +55,7 @@ class TransactionFailedError(EntrywayError):
 
 def _malformed(detail: str) -> RpcTransportError:
     log.warning("node answered malformed JSON-RPC: %s", detail)
-    return RpcTransportError("node answered malformed JSON-RPC")
+    return RpcTransportError("the chain's node answered malformed JSON-RPC; try again shortly")
 
 
 class JsonRpcClient:
@@ -67,6 +67,8 @@ class JsonRpcClient:
     backoff and moved to the next endpoint; writes (`eth_sendRawTransaction`) and every
     other method go to one endpoint and are never repeated once they may have reached it.
     `timeout` bounds one exchange with one endpoint, `connect_timeout` its connect step.
+    `chain_id`, when known, names the chain in the lines logged when an endpoint goes down
+    and comes back (once each per outage, never with the endpoint's URL).
     """
 
     def __init__(
@@ -76,11 +78,16 @@ class JsonRpcClient:
         timeout: float = 30.0,
         connect_timeout: float = 5.0,
         retry: RetryPolicy | None = None,
+        chain_id: int | None = None,
     ) -> None:
         urls = (url,) if isinstance(url, str) else tuple(url)
         self.retry = retry or RetryPolicy()
         self._transport = NodeTransport(
-            urls, timeout=timeout, connect_timeout=connect_timeout, retry=self.retry
+            urls,
+            timeout=timeout,
+            connect_timeout=connect_timeout,
+            retry=self.retry,
+            chain_id=chain_id,
         )
         self.urls = urls
         self.url = urls[0]  # the preferred endpoint

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -16,6 +17,7 @@ import aiohttp
 import orjson
 
 from entryway.chain.endpoints import Endpoint, EndpointPool
+from entryway.chain.outage import NodeOutages
 from entryway.chain.retry import RetryPolicy
 from entryway.errors import EntrywayError
 
@@ -31,9 +33,17 @@ _NOT_CONNECTED = (
 )
 
 
+# What a client is told when no endpoint answered: the condition, never a host or a URL.
+NODE_UNREACHABLE = "the chain's node is unreachable; try again shortly"
+
+
 class RpcTransportError(EntrywayError):
-    """No endpoint of the node answered with JSON-RPC. The message stays short (it may reach
-    API clients); which endpoint failed, and how, is logged."""
+    """No endpoint of the node answered with JSON-RPC. The message names the condition and
+    nothing else (it reaches API clients); which endpoint failed, and how, is logged once per
+    outage (see `NodeOutages`)."""
+
+    def __init__(self, message: str = NODE_UNREACHABLE) -> None:
+        super().__init__(message)
 
 
 class _NoAnswerError(Exception):
@@ -54,9 +64,16 @@ class NodeTransport:
     all endpoints; close it when done."""
 
     def __init__(
-        self, urls: Sequence[str], *, timeout: float, connect_timeout: float, retry: RetryPolicy
+        self,
+        urls: Sequence[str],
+        *,
+        timeout: float,
+        connect_timeout: float,
+        retry: RetryPolicy,
+        chain_id: int | None = None,
     ) -> None:
         self.pool = EndpointPool(urls, retry.cooldown_s)
+        self.outages = NodeOutages(chain_id)
         self.retry = retry
         # A bounded connect step tells "never connected" (safe to send elsewhere) apart
         # from a timeout after the request went out (maybe acted on).
@@ -83,10 +100,12 @@ class NodeTransport:
             except _NoAnswerError as failure:
                 self.pool.failed(endpoint)
                 self.failures += 1
-                log.warning("node endpoint %s failed: %s", endpoint.label, failure.detail)
+                # Once per outage at warning (the tracker), every time at debug.
+                self.outages.failed(endpoint.index, failure.detail)
+                log.debug("node endpoint %s failed: %s", endpoint.label, failure.detail)
                 if failure.delivered and not idempotent:
                     break
-        raise RpcTransportError("node unreachable")
+        raise RpcTransportError()
 
     async def _through(self, endpoint: Endpoint, body: bytes, *, idempotent: bool) -> Any:
         """One endpoint's turn: up to `attempts` tries, with backoff between them."""
@@ -116,6 +135,7 @@ class NodeTransport:
                 attempt += 1
                 continue
             self.pool.answered(endpoint)
+            self.outages.answered(endpoint.index)
             return answer
 
     async def _exchange(self, url: str, body: bytes) -> Any:
@@ -162,8 +182,11 @@ class NodeTransport:
 
 
 def _describe(exc: Exception) -> str:
-    """The error's kind and the system's reason, never its URL (which may hold a key)."""
-    reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else None
+    """The error's kind and the system's reason, never its URL (which may hold a key) nor
+    its address: the reason comes from the error number alone, since the text asyncio gives
+    ("Connect call failed ('10.0.0.5', 8545)") names the host and port."""
+    errno = exc.errno if isinstance(exc, OSError) else None
+    reason = os.strerror(errno) if errno else None
     return f"{type(exc).__name__}: {reason}" if reason else type(exc).__name__
 
 

@@ -30,7 +30,7 @@ from entryway.bundler.leader import IntakeLeader
 from entryway.bundler.service import Bundler
 from entryway.bundler.standalone import StandaloneSettings, build_bundler
 from entryway.bundler.states import BundlingMode
-from entryway.chain.rpc import EthClient, JsonRpcClient
+from entryway.chain.rpc import EthClient, JsonRpcClient, RpcTransportError
 from entryway.composition.process_http import bundler_probe, operator_endpoint
 from entryway.errors import EntrywayError
 from entryway.observability.operator_http import HttpAddress
@@ -110,7 +110,7 @@ async def _lead(
     stop: asyncio.Event,
     leadership: Leadership,
 ) -> None:
-    async with JsonRpcClient(list(chain.rpc_urls)) as rpc:
+    async with JsonRpcClient(list(chain.rpc_urls), chain_id=chain_id) as rpc:
         eth = EthClient(rpc)
         bundler_rpc = await build_bundler(
             eth,
@@ -134,6 +134,9 @@ async def _lead(
                     raise LeadershipLostError(f"chain {chain_id}: lost the bundler leader lock")
                 try:
                     await leader.step()
+                except RpcTransportError as exc:
+                    # Logged once per outage by the node client, not once per step.
+                    log.debug("chain %d: the intake step waits for the node: %s", chain_id, exc)
                 except Exception:
                     log.exception("chain %d: the intake step failed; retrying", chain_id)
                 with contextlib.suppress(TimeoutError):

@@ -170,7 +170,8 @@ def _configured_bundler(chain: PreparedChain, engine: AsyncEngine) -> ChainBundl
 async def _chain_runtime(
     stack: AsyncExitStack, chain: PreparedChain, bundler: ChainBundler
 ) -> ChainRuntime:
-    rpc = await stack.enter_async_context(JsonRpcClient(chain.settings.urls()))
+    urls, chain_id = chain.settings.urls(), chain.settings.chain_id
+    rpc = await stack.enter_async_context(JsonRpcClient(urls, chain_id=chain_id))
     eth = EthClient(rpc)
     port = await bundler(stack, eth, chain)
     return ChainRuntime(chain.settings.chain_id, rpc.url, chain.deployment, port, eth)

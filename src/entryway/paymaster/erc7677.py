@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from entryway.bundler.errors import BundlerError, RpcErrorCode, invalid_params
+from entryway.bundler.errors import BundlerError, RpcErrorCode, invalid_params, node_failure
 from entryway.bundler.rpc_types import parse_address, parse_quantity, parse_user_operation
 from entryway.bundler.validation.sanity import SanityLimits, check_bounds, check_op_gas
 from entryway.chain.rpc import EthClient, RpcError, RpcTransportError
@@ -147,7 +147,7 @@ class PaymasterRpc:
         try:
             return await handler(params, caller)
         except (RpcError, RpcTransportError) as exc:
-            raise BundlerError(RpcErrorCode.INTERNAL_ERROR, f"node error: {exc}") from exc
+            raise node_failure(exc) from exc
 
     # ------------------------------------------------------------------ methods
 

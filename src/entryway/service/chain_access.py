@@ -18,6 +18,9 @@ from entryway.service.problems import Problem
 from entryway.service.services import ChainRuntime, Services
 from entryway.storage.store import Caller
 
+# Seconds a client waits before asking again while a chain's node cannot be reached.
+NODE_RETRY_AFTER_S = 5
+
 
 def require_chain_access(who: Caller, chain_id: int) -> None:
     """403 unless the project, the key, the plan and the module allow the chain."""
@@ -55,6 +58,7 @@ class ChainGate:
         )
         if not status.ok:
             failed = "; ".join(c.detail for c in status.checks if not c.passed)
+            unreachable = not status.checks[0].passed  # rpc_reachable: worth asking again
             raise Problem(
                 503,
                 "network_connection_problem",
@@ -63,5 +67,6 @@ class ChainGate:
                 checks=[
                     {"check": c.name, "passed": c.passed, "detail": c.detail} for c in status.checks
                 ],
+                headers={"Retry-After": str(NODE_RETRY_AFTER_S)} if unreachable else None,
             )
         return chain

@@ -13,6 +13,7 @@ from functools import partial
 from limits.aio.storage import RedisStorage
 from sqlalchemy import text
 
+from entryway.chain.rpc import RpcTransportError
 from entryway.observability.readiness import Check, NotReadyError
 from entryway.observability.redaction import public_url
 from entryway.service.services import ChainRuntime, Services
@@ -64,7 +65,10 @@ async def _redis(storage: RedisStorage) -> str:
 
 async def _rpc(chain: ChainRuntime) -> str:
     where = public_url(chain.rpc_url)
-    answered = await chain.eth.chain_id()
+    try:
+        answered = await chain.eth.chain_id()
+    except RpcTransportError as exc:
+        raise NotReadyError(f"{where}: {exc}") from None  # the condition, not the type
     if answered != chain.chain_id:
         raise NotReadyError(f"{where} serves chain {answered}, not {chain.chain_id}")
     return f"{where} serves chain {answered}"

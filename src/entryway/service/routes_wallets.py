@@ -12,7 +12,7 @@ from pydantic import Field
 from entryway.chain.rpc import RpcError, RpcTransportError
 from entryway.domain.evm import checksum, hex_to_bytes, to_hex
 from entryway.service.auth import CurrentCaller
-from entryway.service.chain_access import ChainGate
+from entryway.service.chain_access import NODE_RETRY_AFTER_S, ChainGate
 from entryway.service.problems import Problem
 from entryway.service.schemas import Body, ChainId, Wire
 from entryway.service.wallet_wiring import recovery_flow
@@ -121,7 +121,14 @@ def _problem(exc: RecoveryError) -> Problem:
     return Problem(exc.status, exc.code, exc.title, exc.detail)
 
 
-def _network_problem(chain_id: int, exc: Exception) -> Problem:
+def _network_problem(chain_id: int, exc: RpcError | RpcTransportError) -> Problem:
+    """503 naming the condition: an unreachable node in the transport's words (no host or
+    exception text) with Retry-After, or the error the node answered."""
+    if isinstance(exc, RpcTransportError):
+        return Problem(
+            503, "network_connection_problem", "Network connection problem",
+            f"chain {chain_id}: {exc}", headers={"Retry-After": str(NODE_RETRY_AFTER_S)},
+        )  # fmt: skip
     return Problem(
         503, "network_connection_problem", "Network connection problem",
         f"chain {chain_id}: the node failed ({exc})",

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from entryway.chain.endpoints import EndpointPool, log_label
+from entryway.chain.endpoints import EndpointPool
 from entryway.chain.retry import RetryPolicy
 
 
@@ -44,6 +44,6 @@ def test_the_pool_prefers_healthy_endpoints_in_the_configured_order() -> None:
     assert pool.in_order() == [a, b, c]
 
 
-def test_log_labels_leave_out_keys_and_credentials() -> None:
-    assert log_label(0, "https://eth.example/v2/KEY?apikey=K2") == "#1 https://eth.example"
-    assert log_label(1, "https://user:pw@node.example:8545/") == "#2 https://node.example:8545"
+def test_log_labels_name_the_endpoint_by_its_place_never_its_url() -> None:
+    pool = EndpointPool(["https://eth.example/v2/KEY?apikey=K2", "https://u:pw@node:8545/"], 1)
+    assert [e.label for e in pool.endpoints] == ["#1", "#2"]
