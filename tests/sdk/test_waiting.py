@@ -95,3 +95,21 @@ async def test_an_op_the_bundler_forgot_is_found_on_chain(
     client = await init(http)
     receipt = await client.user_operation(HASH).wait(timeout=5, poll_interval=0.01)
     assert receipt.success is False
+
+
+async def test_an_op_whose_block_left_the_chain_raises_dropped(
+    http: httpx.AsyncClient, fake: Fake
+) -> None:
+    """Reported mined, its receipt gone (a reorg), then dropped: the wait asks again rather
+    than trusting the first answer, and raises with the service's reason, not a timeout."""
+    answers = [{"status": "submitted"}, {"status": "included", "transactionHash": TX}]
+    gone = {"status": "dropped", "reason": "its block left the chain"}
+    fake.routes["entryway_getUserOperationStatus"] = lambda _: result(
+        answers.pop(0) if answers else gone
+    )
+    fake.routes["eth_getUserOperationReceipt"] = lambda _: result(None)
+    client = await init(http)
+    with pytest.raises(UserOperationDroppedError, match="its block left the chain") as caught:
+        await client.user_operation(HASH).wait(timeout=30, poll_interval=0.01)
+    assert caught.value.reason == "its block left the chain"
+    assert caught.value.user_op_hash == HASH

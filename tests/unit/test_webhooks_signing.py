@@ -133,7 +133,11 @@ def test_task_backoff_grows_exponentially_up_to_the_cap(attempt: int, unit: floa
 
 def test_endpoints_take_known_events_and_http_urls_only() -> None:
     assert parse_event_types(["credits.low", "credits.low"]) == {EventType.CREDITS_LOW}
-    assert EventType.WEBHOOK_TEST not in SUBSCRIBABLE_EVENTS and len(SUBSCRIBABLE_EVENTS) == 10
+    assert EventType.WEBHOOK_TEST not in SUBSCRIBABLE_EVENTS
+    assert parse_event_types(["userop.dropped", "account.deployed"]) == {
+        EventType.USEROP_DROPPED,
+        EventType.ACCOUNT_DEPLOYED,
+    }
     for bad in ([], ["userop.included", "nope"], ["webhook.test"]):
         with pytest.raises(InvalidEndpointError):
             parse_event_types(bad)

@@ -47,6 +47,8 @@ class IntakeAdmission:
     written: bool = False
 
 
+BLOCK_LEFT_THE_CHAIN = "its block left the chain"  # the reason the in-process bundler gives
+
 # Set only while a `before_mempool` hook of an intake admission runs (same task).
 admitting: ContextVar[IntakeAdmission | None] = ContextVar("intake_admitting", default=None)
 
@@ -138,6 +140,14 @@ class IntakeBundler(Bundler):
             return None
         return row.op
 
+    async def _reorged_away(self, row: IntakeView) -> bool:
+        """The leader saw the op mined (final for it: the row would say so forever), and the
+        chain no longer has its bundle: a reorg took the block. An op merely older than the
+        receipt lookback still has its bundle's receipt."""
+        if row.status not in (OpStatus.INCLUDED, OpStatus.FAILED) or not row.tx_hash:
+            return False
+        return await self.eth.rpc.request("eth_getTransactionReceipt", [row.tx_hash]) is None
+
     async def status(self, op_hash: bytes) -> dict[str, Any]:
         receipt = await self.receipts.receipt(op_hash)
         if receipt is not None:
@@ -149,6 +159,8 @@ class IntakeBundler(Bundler):
         row = await self.intake.get(self.config.chain_id, to_hex(op_hash))
         if row is None:
             return {"status": OpStatus.NOT_FOUND.value}
+        if await self._reorged_away(row):
+            return {"status": OpStatus.DROPPED.value, "reason": BLOCK_LEFT_THE_CHAIN}
         out: dict[str, Any] = {"status": row.status.value}
         if row.tx_hash:
             out["transactionHash"] = row.tx_hash

@@ -11,6 +11,7 @@ from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any, NewType, Protocol, TypeVar
 
+from entryway.bundler.deployments import AccountDeployment, account_deployment
 from entryway.bundler.errors import BundlerError, RpcErrorCode
 from entryway.bundler.gas.estimation import GasEstimate, GasEstimator
 from entryway.bundler.gas.fee_tiers import GasPrice, fee_tiers
@@ -22,6 +23,7 @@ from entryway.domain.evm import hex_to_bytes, to_hex
 from entryway.domain.userop import UserOperation
 
 __all__ = [
+    "AccountDeployment",
     "BeforeMempool",
     "BundlerPort",
     "GasEstimate",
@@ -57,6 +59,7 @@ class Receipt:
     block_number: int
     reason: str | None = None  # the revert reason, when the execution reverted
     l1_fee: int | None = None  # wei: its share of the bundle's L1 data fee (OP-stack chains)
+    deployed: AccountDeployment | None = None  # the account this op deployed, if it did
 
 
 class BundlerPort(Protocol):
@@ -169,6 +172,7 @@ def receipt_of(doc: dict[str, Any]) -> Receipt:
         block_number=int(tx["blockNumber"], 16),
         reason=doc.get("reason"),
         l1_fee=int(doc["l1Fee"], 16) if "l1Fee" in doc else None,
+        deployed=account_deployment(tx.get("logs", ()), doc["entryPoint"], doc["userOpHash"]),
     )
 
 

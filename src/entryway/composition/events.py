@@ -1,12 +1,13 @@
 """Hooks that turn what the service notices into webhook events: credit alerts, a sponsored
-op's receipt, a paymaster deposit running low. Wired by the composition root."""
+op's receipt (and the account it deployed), a sponsored op dropped or its hold released
+unsent, a paymaster deposit running low. Wired by the composition root."""
 
 from __future__ import annotations
 
 from entryway.bundler.port import Receipt
-from entryway.domain.webhooks import EventType
+from entryway.domain.webhooks import EventPublisher, EventType
 from entryway.paymaster.deposit import DepositAlert, DepositStatus
-from entryway.paymaster.settlement import Settled, SponsoredOp
+from entryway.paymaster.settlement import Dropped, ReleasedUnsent, Settled, SponsoredOp
 from entryway.service.metering import AlertHook
 from entryway.storage.store import Store
 from entryway.storage.webhooks import WebhookStore
@@ -21,8 +22,9 @@ def alert_events(events: WebhookStore) -> AlertHook:
     return emit
 
 
-def op_events(events: WebhookStore) -> Settled:
-    """A sponsored op's receipt becomes userop.included or userop.failed."""
+def op_events(events: EventPublisher) -> Settled:
+    """A sponsored op's receipt becomes userop.included or userop.failed, and, when the op
+    deployed its account, account.deployed (once per account and chain)."""
 
     async def emit(sponsored: SponsoredOp, receipt: Receipt) -> None:
         kind = EventType.USEROP_INCLUDED if receipt.success else EventType.USEROP_FAILED
@@ -36,8 +38,69 @@ def op_events(events: WebhookStore) -> Settled:
         }
         key = f"{kind.value}:{sponsored.chain_id}:{sponsored.user_op_hash}"
         await events.emit(kind, sponsored.project_id, data, idempotency_key=key)
+        if receipt.deployed is not None:
+            await _account_deployed(events, sponsored, receipt)
 
     return emit
+
+
+async def _account_deployed(
+    events: EventPublisher, sponsored: SponsoredOp, receipt: Receipt
+) -> None:
+    deployed = receipt.deployed
+    assert deployed is not None
+    data = {
+        "chainId": sponsored.chain_id,
+        "account": deployed.account,
+        "factory": deployed.factory,
+        "paymaster": deployed.paymaster,
+        "userOpHash": sponsored.user_op_hash,
+        "transactionHash": receipt.transaction_hash,
+        "blockNumber": receipt.block_number,
+    }
+    # An account is deployed once per chain: keyed by it, not by the op.
+    key = f"{EventType.ACCOUNT_DEPLOYED.value}:{sponsored.chain_id}:{deployed.account.lower()}"
+    await events.emit(EventType.ACCOUNT_DEPLOYED, sponsored.project_id, data, idempotency_key=key)
+
+
+def dropped_events(events: EventPublisher) -> Dropped:
+    """A sponsored op dropped unmined (its hold released) becomes userop.dropped."""
+
+    async def emit(sponsored: SponsoredOp, reason: str) -> None:
+        data = {
+            "chainId": sponsored.chain_id,
+            "userOpHash": sponsored.user_op_hash,
+            "sender": sponsored.op.sender,
+            "nonce": hex(sponsored.op.nonce),
+            "reason": reason,
+        }
+        key = f"{EventType.USEROP_DROPPED.value}:{sponsored.chain_id}:{sponsored.user_op_hash}"
+        await events.emit(EventType.USEROP_DROPPED, sponsored.project_id, data, idempotency_key=key)
+
+    return emit
+
+
+def unsent_events(events: EventPublisher) -> ReleasedUnsent:
+    """A hold released because its op was never sent becomes userop.dropped: the op has no
+    userOpHash the service saw, so the event names the hold (`sponsorshipKey`)."""
+
+    async def emit(project_id: str, hold_key: str, reason: str) -> None:
+        data = {
+            "chainId": _chain_of(hold_key),
+            "userOpHash": None,
+            "sponsorshipKey": hold_key,
+            "reason": reason,
+        }
+        key = f"{EventType.USEROP_DROPPED.value}:{hold_key}"
+        await events.emit(EventType.USEROP_DROPPED, project_id, data, idempotency_key=key)
+
+    return emit
+
+
+def _chain_of(hold_key: str) -> int | None:
+    """`sponsor:{chainId}:{hash}` (entryway.paymaster.costs.sponsorship_key)."""
+    parts = hold_key.split(":")
+    return int(parts[1]) if len(parts) == 3 and parts[1].isdigit() else None
 
 
 def deposit_events(store: Store, events: WebhookStore) -> DepositAlert:

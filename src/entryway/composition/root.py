@@ -26,7 +26,13 @@ from entryway.chain.price_feed import NativePriceFeed
 from entryway.chain.rpc import EthClient, JsonRpcClient
 from entryway.chain.transactor import Transactor
 from entryway.composition.bundling import INTAKE, intake_bundler
-from entryway.composition.events import alert_events, deposit_events, op_events
+from entryway.composition.events import (
+    alert_events,
+    deposit_events,
+    dropped_events,
+    op_events,
+    unsent_events,
+)
 from entryway.domain.notarization import NotarySettings
 from entryway.domain.token_prices import NativeTokenPrices
 from entryway.notary.anchor import Anchorer
@@ -235,6 +241,8 @@ async def _paymaster(
         services.prices,
         {c.chain_id: bundler_port(c) for c in chains},
         on_settled=op_events(events),
+        on_dropped=dropped_events(events),
+        on_released_unsent=unsent_events(events),
         counted=services.platform.meter.counted,
         unsent_after=timedelta(
             seconds=(window.validity_s + window.clock_skew_s if window else 0) + GRACE_SECONDS

@@ -47,6 +47,7 @@ DELIVERY_TIMEOUT_SECONDS = 15.0
 class EventType(StrEnum):
     USEROP_INCLUDED = "userop.included"
     USEROP_FAILED = "userop.failed"
+    USEROP_DROPPED = "userop.dropped"
     ACCOUNT_DEPLOYED = "account.deployed"
     RECOVERY_STARTED = "recovery.started"
     RECOVERY_FINALIZED = "recovery.finalized"

@@ -36,6 +36,11 @@ SETTLE_POLL_SECONDS = 2.0
 SETTLE_MAX_ATTEMPTS = 2_000  # polls: covers the longest validity window several times
 _UNMINED = (OpStatus.NOT_FOUND, OpStatus.FAILED, OpStatus.DROPPED)
 Settled = Callable[["SponsoredOp", Receipt], Awaitable[None]]  # the op and its receipt
+Dropped = Callable[["SponsoredOp", str], Awaitable[None]]  # the op and why it never landed
+# A hold released unsent: its project, its idempotency key, why.
+ReleasedUnsent = Callable[[str, str, str], Awaitable[None]]
+EXPIRED_UNMINED = "its validity window passed without it being mined"
+UNSENT = "it was signed for sponsorship but never sent through the service before it expired"
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +66,8 @@ class SponsorshipSettler:
         sweep_s: float = 60.0,
         clock: Callable[[], float] = time.time,
         on_settled: Settled | None = None,
+        on_dropped: Dropped | None = None,
+        on_released_unsent: ReleasedUnsent | None = None,
         counted: CreditsCounted | None = None,
     ) -> None:
         self.ledger = ledger
@@ -70,6 +77,8 @@ class SponsorshipSettler:
         self.sweep_s = sweep_s
         self.clock = clock
         self.on_settled = on_settled
+        self.on_dropped = on_dropped
+        self.on_released_unsent = on_released_unsent
         self.counted = counted  # the credits metric, told each settlement's charge
         self._task: asyncio.Task[None] | None = None
         self._failing: set[tuple[str, str]] = set()  # holds the sweep could not release
@@ -94,7 +103,8 @@ class SponsorshipSettler:
             if self.on_settled is not None:
                 await self.on_settled(sponsored, receipt)
             return True
-        status = (await bundler.status(sponsored.user_op_hash)).status
+        report = await bundler.status(sponsored.user_op_hash)
+        status = report.status
         expired = self.clock() > sponsored.valid_until + GRACE_SECONDS
         if status is OpStatus.DROPPED or (expired and status in _UNMINED):
             await release_sponsorship(
@@ -104,13 +114,20 @@ class SponsorshipSettler:
                 op=sponsored.op,
                 at=now,
             )
+            if self.on_dropped is not None:
+                reason = report.reason if status is OpStatus.DROPPED else None
+                await self.on_dropped(sponsored, reason or EXPIRED_UNMINED)
             return True
         return False
 
     async def sweep(self) -> int:
         now = datetime.now(UTC)
         return await release_unsent(
-            self.ledger, older_than=now - self.unsent_after, at=now, failing=self._failing
+            self.ledger,
+            older_than=now - self.unsent_after,
+            at=now,
+            failing=self._failing,
+            on_released=self.on_released_unsent,
         )
 
     async def start(self) -> None:
@@ -169,6 +186,7 @@ async def release_unsent(
     older_than: datetime,
     at: datetime,
     failing: set[tuple[str, str]] | None = None,
+    on_released: ReleasedUnsent | None = None,
 ) -> int:
     """Release the holds of sponsored ops signed before `older_than` (whose windows have
     passed) and never sent through the service: nothing can include them any more. Returns
@@ -177,7 +195,8 @@ async def release_unsent(
     Each hold is released on its own: one that fails (a row the ledger refuses) is logged
     with its project and key and left for the next sweep, and the others are released on
     time. `failing` remembers such holds between sweeps, so each is logged once while it
-    keeps failing rather than every minute."""
+    keeps failing rather than every minute. `on_released` is told each hold released, after
+    its release is committed (a failure to tell is logged, and the release stands)."""
     released = 0
     for project_id, key in await ledger.unreferenced_holds(SPONSORED, older_than):
         try:
@@ -195,4 +214,9 @@ async def release_unsent(
         released += 1
         if failing is not None:
             failing.discard((project_id, key))
+        if on_released is not None:
+            try:
+                await on_released(project_id, key, UNSENT)
+            except Exception:
+                log.exception("announcing the release of hold %s of %s failed", key, project_id)
     return released

@@ -122,3 +122,25 @@ async def test_an_op_failing_validation_is_written_nowhere(
     async with services.store.engine.connect() as db:
         assert await db.scalar(select(func.count()).select_from(op_intake)) == 0
         assert await db.scalar(select(func.count()).select_from(usage_events)) == 0
+
+
+async def test_an_op_mined_then_reorged_away_is_reported_dropped(
+    intake_service: Client, harness: Harness
+) -> None:
+    """The leader marked the op mined and stopped following it; the chain has no receipt for
+    it (its block left the chain): the status says dropped and why, not mined forever."""
+    client, services, _ = intake_service
+    _, key = await tenant(services, PlanName.FREE, [CHAIN])
+    auth = {"Authorization": f"Bearer {key}"}
+    payer = harness.new_key()
+    op = await harness.build_op(payer.address, b"")
+    await harness.fund(op.sender, ETHER)
+    op = harness.sign(op, payer)
+    send = rpc("eth_sendUserOperation", user_operation_json(op), harness.deployment.entry_point)
+    op_hash = (await client.post(f"/rpc/{CHAIN}", headers=auth, json=send)).json()["result"]
+    intake = OpIntakeStore(services.store.engine)
+    status = rpc("entryway_getUserOperationStatus", op_hash)
+
+    assert await intake.mark(CHAIN, op_hash, OpStatus.INCLUDED, tx_hash="0x" + "ee" * 32)
+    answer = await client.post(f"/rpc/{CHAIN}", headers=auth, json=status)
+    assert answer.json()["result"] == {"status": "dropped", "reason": "its block left the chain"}

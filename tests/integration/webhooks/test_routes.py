@@ -18,7 +18,7 @@ from entryway.domain.apikeys import KeyEnvironment, KeyRole
 from entryway.domain.destinations import PRIVATE_ALLOWED
 from entryway.domain.plans import PlanName
 from entryway.domain.tasks import RetrySchedule
-from entryway.domain.webhooks import verify_webhook
+from entryway.domain.webhooks import SUBSCRIBABLE_EVENTS, verify_webhook
 from entryway.service.problems import Problem
 from entryway.service.routes_tasks import task_routes
 from entryway.service.routes_webhooks import webhook_routes
@@ -273,4 +273,6 @@ async def test_the_openapi_document_names_every_operation(client: Client) -> Non
     assert "secret" in schemas["EndpointWithSecret"]["properties"]
     assert "secret" not in schemas["EndpointOut"]["properties"]
     events = (await client.call("GET", "/v1/webhooks/event-types")).json()["eventTypes"]
-    assert len(events) == 10 and "paymaster.deposit_low" in events
+    assert set(events) == {e.value for e in SUBSCRIBABLE_EVENTS} and len(events) == len(set(events))
+    assert {"paymaster.deposit_low", "userop.dropped", "account.deployed"} <= set(events)
+    assert "webhook.test" not in events
