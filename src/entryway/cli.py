@@ -135,6 +135,7 @@ def up(
 
     from entryway.composition.embedded import run_embedded
     from entryway.composition.serving import configure_process_logging, http_app
+    from entryway.devnet.devnet import claim_ports
     from entryway.service.services import Services
 
     http = {k: v for k, v in (("host", host), ("port", port)) if v is not None}
@@ -143,6 +144,8 @@ def up(
     configure_process_logging(settings)
     host, port, data = settings.http.host, settings.http.port, settings.data_dir
     services = Services()
+    # Before the server: a taken port is told in one line, not in a failed startup's trace.
+    _run(claim_ports(data, _parse_chains(chains), base_port))
 
     @asynccontextmanager
     async def lifespan(app_: FastAPI):  # type: ignore[no-untyped-def]

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from entryway.chain.rpc import EthClient, JsonRpcClient, RpcTransportError
+from entryway.devnet.ownership import NodeRecord, dying_with_this_process
 from entryway.errors import ConfigurationError, EntrywayError
 
 _NPM_BINARY = Path("node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil")
@@ -63,6 +64,7 @@ class AnvilConfig:
     hardfork: str = "prague"
     default_create2_deployer: bool = True
     log_path: Path | None = None
+    record_path: Path | None = None  # where its pid is kept, for the next start to reap
     base_fee_per_gas: int | None = None  # None: anvil's default (1 gwei)
     # False: anvil suggests tips from recent blocks alone, not at least 1 gwei (the fee
     # layer in front of it then applies the network's own minimum).
@@ -70,7 +72,8 @@ class AnvilConfig:
 
 
 class AnvilProcess:
-    """One anvil node. `start()` returns once it answers JSON-RPC; `stop()` dumps its state."""
+    """One anvil node. `start()` returns once it answers JSON-RPC; `stop()` dumps its state.
+    It dies with the process that started it (`ownership`)."""
 
     def __init__(self, config: AnvilConfig) -> None:
         self.config = config
@@ -118,7 +121,7 @@ class AnvilProcess:
         log = open(self.config.log_path, "ab") if self.config.log_path else None  # noqa: SIM115, ASYNC230
         try:
             self._process = await asyncio.create_subprocess_exec(
-                *self.command(),
+                *dying_with_this_process(self.command()),
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=log or asyncio.subprocess.DEVNULL,
                 stderr=asyncio.subprocess.STDOUT,
@@ -127,7 +130,25 @@ class AnvilProcess:
         finally:
             if log is not None:
                 log.close()
+        record = NodeRecord.of(self._process.pid)
+        if self.config.record_path is not None and record is not None:
+            record.write(self.config.record_path)
         await self._wait_ready()
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
+
+    async def exited(self) -> int:
+        """Wait until the node exits (stopped or not); its exit code."""
+        if self._process is None:
+            raise AnvilError("anvil not started")
+        return await self._process.wait()
+
+    async def restart(self) -> None:
+        """Start again on the same port, from the saved state, after the node exited."""
+        await self.stop()
+        await self.start()
 
     async def _wait_ready(self) -> None:
         loop = asyncio.get_running_loop()
@@ -159,8 +180,14 @@ class AnvilProcess:
 
     async def stop(self) -> None:
         process, self._process = self._process, None
-        if process is None or process.returncode is not None:
+        if process is None:
             return
+        if process.returncode is None:
+            await self._interrupt(process)
+        if self.config.record_path is not None:
+            self.config.record_path.unlink(missing_ok=True)
+
+    async def _interrupt(self, process: asyncio.subprocess.Process) -> None:
         # SIGINT is anvil's orderly shutdown: it dumps --state before exiting.
         process.send_signal(signal.SIGINT)
         try:

@@ -1,7 +1,9 @@
 """A set of local chains, one anvil per chain id, each with every contract deployed.
 
-State lives in `<data-dir>/devnet/`: each chain's anvil state file, and the operator keys the
-contracts were deployed with (so addresses stay the same across restarts).
+State lives in `<data-dir>/devnet/`: each chain's anvil state file and node record, and the
+operator keys the contracts were deployed with (so addresses stay the same across restarts).
+The nodes die with the process that runs the devnet, and one that exits is started again
+(`ownership`, `supervision`).
 """
 
 from __future__ import annotations
@@ -20,8 +22,10 @@ from entryway.deploy.deployer import ContractDeployer, Deployment, PaymasterFund
 from entryway.deploy.plan import Operator, plan_deployment
 from entryway.devnet.anvil import AnvilConfig, AnvilProcess, free_port
 from entryway.devnet.fee_layer import FeeLayer
-from entryway.devnet.fees import devnet_fees
+from entryway.devnet.fees import DevnetFees, devnet_fees
+from entryway.devnet.ownership import ensure_port_free, reap_leftover
 from entryway.devnet.predeploys import place_gas_price_oracle
+from entryway.devnet.supervision import supervise
 from entryway.keys import load_or_create_key
 from entryway.storage.private_files import private_directory
 
@@ -90,12 +94,12 @@ class Devnet:
         self.chains: list[DevnetChain] = []
         self._nodes: list[AnvilProcess] = []
         self._layers: list[FeeLayer] = []
+        self._supervisors: list[asyncio.Task[None]] = []
 
     async def start(self) -> list[DevnetChain]:
-        self.dir.mkdir(parents=True, exist_ok=True)
+        ports = await claim_ports(self.dir.parent, self.chain_ids, self.base_port)
         try:
-            for index, chain_id in enumerate(self.chain_ids):
-                port = self.base_port + index if self.base_port else 0
+            for chain_id, port in zip(self.chain_ids, ports, strict=True):
                 self.chains.append(await self._start_chain(chain_id, port))
         except BaseException:
             await self.stop()
@@ -112,6 +116,7 @@ class Devnet:
                 port=0 if fees is not None else port,
                 state_path=self.dir / f"anvil-{chain_id}.json",
                 log_path=self.dir / f"anvil-{chain_id}.log",
+                record_path=self._record_path(chain_id),
                 base_fee_per_gas=fees.base_fee_floor if fees is not None else None,
                 min_suggested_tip=fees is None,
                 block_time_s=None if _whole_seconds(self.block_time_s) else self.block_time_s,
@@ -120,10 +125,8 @@ class Devnet:
         await node.start()
         self._nodes.append(node)
         rpc_url = node.rpc_url
+        await _place_predeploys(node, fees)
         if fees is not None:
-            if fees.l1_oracle is not None and fees.l1_prices is not None:
-                async with JsonRpcClient(node.rpc_url) as rpc:
-                    await place_gas_price_oracle(rpc, fees.l1_oracle, fees.l1_prices)
             layer = FeeLayer(
                 node.rpc_url,
                 fees,
@@ -135,12 +138,26 @@ class Devnet:
             self._layers.append(layer)
             rpc_url = layer.url
         chain = await self._provision(chain_id, rpc_url)
+        await self._set_block_pace(node)
+
+        async def after_restart() -> None:
+            # The saved state may predate the deployment (it is written every few seconds).
+            await _place_predeploys(node, fees)
+            await self._provision(chain_id, rpc_url)
+            await self._set_block_pace(node)
+
+        self._supervisors.append(asyncio.create_task(supervise(node, after_restart)))
+        return chain
+
+    def _record_path(self, chain_id: int) -> Path:
+        return _record_path(self.dir, chain_id)
+
+    async def _set_block_pace(self, node: AnvilProcess) -> None:
         if _whole_seconds(self.block_time_s):
             # Deployed at once, block by block; from here on, blocks at the chain's pace
             # (anvil switches only to whole seconds; a fraction applies from the start).
             async with JsonRpcClient(node.rpc_url) as rpc:
                 await rpc.request("evm_setIntervalMining", [int(self.block_time_s or 0)])
-        return chain
 
     async def _provision(self, chain_id: int, rpc_url: str) -> DevnetChain:
         async with JsonRpcClient(rpc_url) as rpc:
@@ -158,6 +175,10 @@ class Devnet:
         return DevnetChain(chain_id, rpc_url, deployment, tuple(done))
 
     async def stop(self) -> None:
+        supervisors, self._supervisors = self._supervisors, []
+        for supervisor in supervisors:
+            supervisor.cancel()
+        await asyncio.gather(*supervisors, return_exceptions=True)
         layers, self._layers = self._layers, []
         for layer in reversed(layers):
             await asyncio.to_thread(layer.stop)
@@ -171,6 +192,30 @@ class Devnet:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
+
+
+async def claim_ports(data_dir: Path, chain_ids: Sequence[int], base_port: int) -> list[int]:
+    """The devnet's RPC ports (0: any), once nodes an earlier start left running in
+    `data_dir` are stopped; `DevnetPortTakenError` when anything else holds one of them."""
+    devnet_dir = data_dir / "devnet"
+    for chain_id in chain_ids:
+        what = f"the devnet node for chain {chain_id}"
+        await reap_leftover(_record_path(devnet_dir, chain_id), what)
+    ports = [base_port + i if base_port else 0 for i in range(len(chain_ids))]
+    for chain_id, port in zip(chain_ids, ports, strict=True):
+        if port:
+            ensure_port_free("127.0.0.1", port, f"the devnet RPC of chain {chain_id}")
+    return ports
+
+
+def _record_path(devnet_dir: Path, chain_id: int) -> Path:
+    return devnet_dir / f"anvil-{chain_id}.pid"
+
+
+async def _place_predeploys(node: AnvilProcess, fees: DevnetFees | None) -> None:
+    if fees is not None and fees.l1_oracle is not None and fees.l1_prices is not None:
+        async with JsonRpcClient(node.rpc_url) as rpc:
+            await place_gas_price_oracle(rpc, fees.l1_oracle, fees.l1_prices)
 
 
 def _whole_seconds(block_time_s: float | None) -> bool:
