@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, NewType, Protocol, TypeVar
 
 from entryway.bundler.deployments import AccountDeployment, account_deployment
-from entryway.bundler.errors import BundlerError, RpcErrorCode
+from entryway.bundler.errors import BundlerError, RpcErrorCode, node_failure
 from entryway.bundler.gas.estimation import GasEstimate, GasEstimator
 from entryway.bundler.gas.fee_tiers import GasPrice, fee_tiers
 from entryway.bundler.service import BeforeMempool, Bundler
@@ -181,4 +181,4 @@ async def _node(call: Awaitable[T]) -> T:
     try:
         return await call
     except (RpcTransportError, RpcError) as exc:
-        raise BundlerError(RpcErrorCode.INTERNAL_ERROR, f"node error: {exc}") from exc
+        raise node_failure(exc) from exc
