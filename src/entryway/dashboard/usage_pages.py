@@ -116,6 +116,24 @@ def live_events(
     return events()
 
 
+def window_context(
+    since: datetime, until: datetime, grouping: str, trend: Any, chart_note: str
+) -> dict[str, Any]:
+    """What both usage pages show of their window: its bounds, the grouping switch and the
+    trend chart with its forecast."""
+    return {
+        "since": since,
+        "until": until,
+        "to_date": (until - timedelta(microseconds=1)).date(),
+        "grouping": grouping,
+        "groupings": TREND_GROUPINGS,
+        "trend": trend,
+        "trend_chart": column_chart(
+            trend.bars, title=f"Credits per {grouping}{chart_note}", forecast=trend.forecast
+        ),
+    }
+
+
 def routes() -> APIRouter:
     router = APIRouter()
     slots = StreamSlots()
@@ -144,16 +162,8 @@ def routes() -> APIRouter:
             "error": error,
             "figures": figures,
             "cycle": page.project.subscription,
-            "since": since,
-            "until": until,
-            "to_date": (until - timedelta(microseconds=1)).date(),
-            "grouping": grouping,
-            "groupings": TREND_GROUPINGS,
-            "trend": trend,
-            "trend_chart": column_chart(
-                trend.bars,
-                title=f"Credits per {grouping}, with the forecast to the cycle's end",
-                forecast=trend.forecast,
+            **window_context(
+                since, until, grouping, trend, ", with the forecast to the cycle's end"
             ),
             "by_operation": by_operation,
             "operation_chart": bar_list(chart_bars(by_operation), title="Credits by operation"),
@@ -222,16 +232,8 @@ def routes() -> APIRouter:
         context: dict[str, Any] = {
             "error": error,
             "table": table,
-            "since": since,
-            "until": until,
-            "to_date": (until - timedelta(microseconds=1)).date(),
-            "grouping": grouping,
-            "groupings": TREND_GROUPINGS,
-            "trend": trend,
-            "trend_chart": column_chart(
-                trend.bars,
-                title=f"Credits per {grouping} across your projects, with the forecast",
-                forecast=trend.forecast,
+            **window_context(
+                since, until, grouping, trend, " across your projects, with the forecast"
             ),
             "by_operation": by_operation_all,
             "operation_chart": bar_list(
