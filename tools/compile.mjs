@@ -72,32 +72,39 @@ for (const [file, names] of Object.entries(targets)) {
     fs.writeFileSync(path.join(outDir, `${name}.json`), JSON.stringify(artifact, null, 1) + "\n");
   }
 }
-// The audited EntryPoint v0.8 release and its reference account are used as published, not
-// recompiled: their artifacts are copied so the service can deploy without node_modules.
-const vendored = [
-  "EntryPoint",
-  "EntryPointSimulations",
-  "SimpleAccount",
-  "SimpleAccountFactory",
-  "Simple7702Account",
+// The audited EntryPoint releases (v0.8, and v0.7 through its npm alias) and their reference
+// accounts are used as published, not recompiled: their artifacts are copied so the service can
+// deploy without node_modules. v0.7's get a "V07" suffix (EntryPointV07.json and so on).
+const releases = [
+  {
+    dir: "node_modules/@account-abstraction/contracts",
+    suffix: "",
+    names: ["EntryPoint", "EntryPointSimulations", "SimpleAccount", "SimpleAccountFactory", "Simple7702Account"],
+  },
+  {
+    dir: "node_modules/@account-abstraction/contracts-v07",
+    suffix: "V07",
+    names: ["EntryPoint", "EntryPointSimulations", "SimpleAccount", "SimpleAccountFactory"],
+  },
 ];
-const aaPackage = JSON.parse(
-  fs.readFileSync(path.join(root, "node_modules/@account-abstraction/contracts/package.json"), "utf8"),
-);
-for (const name of vendored) {
-  const src = JSON.parse(
-    fs.readFileSync(path.join(root, "node_modules/@account-abstraction/contracts/artifacts", `${name}.json`), "utf8"),
-  );
-  const artifact = {
-    contractName: name,
-    sourceName: src.sourceName,
-    package: `${aaPackage.name}@${aaPackage.version}`,
-    abi: src.abi,
-    bytecode: src.bytecode,
-    deployedBytecode: src.deployedBytecode,
-    immutableReferences: {},
-  };
-  fs.writeFileSync(path.join(outDir, `${name}.json`), JSON.stringify(artifact, null, 1) + "\n");
+const vendored = [];
+for (const release of releases) {
+  const aaPackage = JSON.parse(fs.readFileSync(path.join(root, release.dir, "package.json"), "utf8"));
+  for (const name of release.names) {
+    const src = JSON.parse(fs.readFileSync(path.join(root, release.dir, "artifacts", `${name}.json`), "utf8"));
+    const artifact = {
+      contractName: name,
+      sourceName: src.sourceName,
+      package: `${aaPackage.name}@${aaPackage.version}`,
+      abi: src.abi,
+      bytecode: src.bytecode,
+      deployedBytecode: src.deployedBytecode,
+      immutableReferences: {},
+    };
+    const file = `${name}${release.suffix}`;
+    fs.writeFileSync(path.join(outDir, `${file}.json`), JSON.stringify(artifact, null, 1) + "\n");
+    vendored.push(file);
+  }
 }
 
 process.stdout.write(`compiled ${Object.values(targets).flat().join(", ")} -> ${path.relative(root, outDir)}; copied ${vendored.join(", ")}\n`);

@@ -1,4 +1,5 @@
-"""ERC-4337 v0.8 UserOperations: the RPC (unpacked) form, the on-chain packed form, the hash."""
+"""ERC-4337 UserOperations: the RPC (unpacked) form, the on-chain packed form, the hash
+(EntryPoint v0.7 and v0.8)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from functools import lru_cache
 from eth_abi.abi import encode
 
 from entryway.domain.eip7702 import MARKER, Authorization
+from entryway.domain.entry_points import EntryPointVersion, version_at
 from entryway.domain.evm import address_bytes, checksum, keccak
 
 PACKED_USEROP_TYPEHASH = keccak(
@@ -209,12 +211,18 @@ def entry_point_domain_separator(entry_point: str, chain_id: int) -> bytes:
     )
 
 
-def user_op_struct_hash(op: UserOperation, init_code_hash: bytes | None = None) -> bytes:
-    """hashStruct of the op under PACKED_USEROP_TYPEHASH: nine static words, concatenated."""
+def user_op_struct_hash(
+    op: UserOperation,
+    init_code_hash: bytes | None = None,
+    *,
+    typehash: bytes = PACKED_USEROP_TYPEHASH,
+) -> bytes:
+    """hashStruct of the op under PACKED_USEROP_TYPEHASH: nine static words, concatenated.
+    With an empty `typehash`, the keccak of the eight packed words v0.7 hashes."""
     return keccak(
         b"".join(
             (
-                PACKED_USEROP_TYPEHASH,
+                typehash,
                 bytes(12) + address_bytes(op.sender),
                 _word(op.nonce),
                 init_code_hash if init_code_hash is not None else keccak(op.init_code),
@@ -229,14 +237,28 @@ def user_op_struct_hash(op: UserOperation, init_code_hash: bytes | None = None) 
 
 
 def user_op_hash(
-    op: UserOperation, entry_point: str, chain_id: int, *, delegate: str | None = None
+    op: UserOperation,
+    entry_point: str,
+    chain_id: int,
+    *,
+    delegate: str | None = None,
+    version: EntryPointVersion | None = None,
 ) -> bytes:
-    """The v0.8 userOpHash: an EIP-712 digest under the EntryPoint's domain.
+    """The userOpHash the EntryPoint at `entry_point` computes (`version`, when not given,
+    is the one its address says: entry_points.version_at).
+
+    v0.7: keccak of the ABI encoding of (keccak of the op's eight packed fields, the
+    EntryPoint, the chain id). v0.8: an EIP-712 digest under the EntryPoint's domain.
 
     For an EIP-7702 sender (initCode starting with the 0x7702 marker) the EntryPoint hashes
     the address the sender delegates to, followed by the rest of the initCode, in place of
     the initCode: `delegate` (from the op's authorization, or the sender's code) says which.
     """
+    if (version or version_at(entry_point)) is EntryPointVersion.V07:
+        if op.is_eip7702:
+            raise ValueError("EntryPoint v0.7 does not support EIP-7702 senders")
+        inner = user_op_struct_hash(op, typehash=b"")
+        return keccak(inner + bytes(12) + address_bytes(entry_point) + _word(chain_id))
     init_code_hash = None
     if op.is_eip7702:
         if delegate is None:

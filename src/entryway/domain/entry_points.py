@@ -1,0 +1,75 @@
+"""The EntryPoint releases Entryway serves side by side, and what differs between them.
+
+v0.7 and v0.8 take the same packed UserOperation, the same `handleOps` and emit the same
+events; they differ in the userOpHash (v0.7: an ABI-encoded digest; v0.8: EIP-712), in
+EIP-7702 support (v0.8 only), and in their simulation contracts. Each release is deployed by
+Arachnid's deterministic deployer with the salt eth-infinitism used, so it sits at the same
+address on every chain.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class EntryPointVersion(StrEnum):
+    V07 = "0.7"
+    V08 = "0.8"
+
+
+@dataclass(frozen=True, slots=True)
+class EntryPointRelease:
+    version: EntryPointVersion
+    address: str  # canonical, checksummed
+    salt: str  # the deterministic deployer's salt that puts the release's code at `address`
+    package: str  # the npm release its artifacts come from
+    artifact_suffix: str  # "" for v0.8's artifacts, "V07" for EntryPointV07.json and kin
+    supports_eip7702: bool
+
+    def artifact(self, name: str) -> str:
+        """The packaged artifact of the release's `name` contract (EntryPoint, SimpleAccount…)."""
+        return name + self.artifact_suffix
+
+
+V07 = EntryPointRelease(
+    EntryPointVersion.V07,
+    "0x0000000071727De22E5E9d8BAf0edAc6f37da032",
+    "90d8084deab30c2a37c45e8d47f49f2f7965183cb6990a98943ef94940681de3",
+    "@account-abstraction/contracts@0.7.0",
+    "V07",
+    supports_eip7702=False,
+)
+V08 = EntryPointRelease(
+    EntryPointVersion.V08,
+    "0x4337084D9E255Ff0702461CF8895CE9E3b5Ff108",
+    "0a59dbff790c23c976a548690c27297883cc66b4c67024f9117b0238995e35e9",
+    "@account-abstraction/contracts@0.8.0",
+    "",
+    supports_eip7702=True,
+)
+RELEASES: dict[EntryPointVersion, EntryPointRelease] = {r.version: r for r in (V07, V08)}
+DEFAULT_VERSION = EntryPointVersion.V08
+_BY_ADDRESS = {r.address.lower(): r for r in RELEASES.values()}
+
+
+def release(version: EntryPointVersion | str) -> EntryPointRelease:
+    try:
+        return RELEASES[EntryPointVersion(version)]
+    except ValueError:
+        supported = ", ".join(v.value for v in RELEASES)
+        raise ValueError(
+            f"unsupported EntryPoint version {version!r} (supported: {supported})"
+        ) from None
+
+
+def release_at(address: str) -> EntryPointRelease | None:
+    """The release whose canonical address this is, if any."""
+    return _BY_ADDRESS.get(address.lower())
+
+
+def version_at(address: str) -> EntryPointVersion:
+    """The version of the EntryPoint at `address`: a canonical address says which; an
+    EntryPoint deployed elsewhere (a private devnet's) is taken to be v0.8."""
+    found = release_at(address)
+    return DEFAULT_VERSION if found is None else found.version
