@@ -223,11 +223,16 @@ def deploy(
     notary_submitter: Annotated[
         str | None, typer.Option(help="Address allowed to anchor; default: the operator.")
     ] = None,
-    paymaster_deposit_wei: Annotated[int, typer.Option(help="Top the deposit up to this.")] = 0,
-    paymaster_stake_wei: Annotated[int, typer.Option(help="Top the stake up to this.")] = 0,
+    paymaster_deposit_wei: Annotated[
+        int, typer.Option(help="Top each paymaster's deposit up to this.")
+    ] = 0,
+    paymaster_stake_wei: Annotated[
+        int, typer.Option(help="Top each paymaster's stake up to this.")
+    ] = 0,
     unstake_delay: Annotated[int, typer.Option(help="Paymaster unstake delay, seconds.")] = 86_400,
 ) -> None:
-    """Check a network against the requirements, then deploy everything missing (idempotent)."""
+    """Check a network against the requirements, then deploy everything missing (idempotent):
+    EntryPoint v0.8 and v0.7, each with Entryway's paymaster, and the contracts beside them."""
     from entryway.deploy.commands import deploy_network
 
     _run(

@@ -9,15 +9,30 @@ import os
 import sys
 from pathlib import Path
 
-from entryway.chain.rpc import EthClient, JsonRpcClient
+import pytest
+from eth_abi.abi import encode
+
+from entryway import contracts
+from entryway.chain.rpc import EthClient, JsonRpcClient, RpcError
 from entryway.chain.transactor import Transactor
 from entryway.deploy.deployer import ContractDeployer, check_requirements
 from entryway.deploy.plan import DETERMINISTIC_DEPLOYER, plan_deployment
 from entryway.devnet.anvil import AnvilConfig, AnvilProcess
-from entryway.devnet.devnet import Devnet
+from entryway.devnet.devnet import DEVNET_PAYMASTER_FUNDING, Devnet
+from entryway.domain.entry_points import V07, V08, EntryPointRelease
 from tests.integration.harness import NOTARY, Harness
 
 ENTRYWAY = str(Path(sys.executable).with_name("entryway"))
+EP_V07 = contracts.load("EntryPointV07").abi
+FACTORY_V07 = contracts.load("SimpleAccountFactoryV07").abi
+PAYMASTER_V07 = contracts.load("VerifyingPaymasterV07").abi
+
+
+async def deposit_info(eth: EthClient, entry_point: str, paymaster: str) -> tuple[int, int, int]:
+    """The paymaster's deposit, stake and unstake delay at `entry_point`."""
+    raw = await eth.call(entry_point, EP_V07.encode_call("getDepositInfo", paymaster))
+    deposit, _staked, stake, delay, _withdraw = EP_V07.decode_output("getDepositInfo", raw)[0]
+    return deposit, stake, delay
 
 
 async def run_cli(*args: str) -> tuple[int, list[dict[str, object]], str]:
@@ -36,6 +51,66 @@ async def test_second_deploy_finds_everything_in_place(harness: Harness, devnet:
     deployment, done = await deployer.deploy(plan)
     assert done == []
     assert deployment == harness.deployment
+
+
+async def test_the_devnet_serves_entry_point_v07_beside_v08(
+    harness: Harness, devnet: Devnet
+) -> None:
+    eth, deployment = harness.eth, harness.deployment
+    assert deployment.entry_point == V08.address
+    assert deployment.entry_point_v07 == V07.address
+    assert deployment.paymaster_v07 is not None
+    assert deployment.simple_account_factory_v07 is not None
+    assert runtime_matches(await eth.get_code(V07.address), "EntryPointV07")
+    assert runtime_matches(await eth.get_code(deployment.paymaster_v07), "VerifyingPaymasterV07")
+    factory = deployment.simple_account_factory_v07
+    assert runtime_matches(await eth.get_code(factory), "SimpleAccountFactoryV07")
+    # Bound to v0.7, owned and signed for by the operator, as v0.8's paymaster is.
+    raw = await eth.call(deployment.paymaster_v07, PAYMASTER_V07.encode_call("entryPoint"))
+    assert PAYMASTER_V07.decode_output("entryPoint", raw)[0] == V07.address
+    raw = await eth.call(deployment.paymaster_v07, PAYMASTER_V07.encode_call("owner"))
+    assert PAYMASTER_V07.decode_output("owner", raw)[0] == devnet.keys.operator.address
+    signer = devnet.keys.paymaster_signer.address
+    raw = await eth.call(deployment.paymaster_v07, PAYMASTER_V07.encode_call("isSigner", signer))
+    assert PAYMASTER_V07.decode_output("isSigner", raw)[0] is True
+    raw = await eth.call(factory, FACTORY_V07.encode_call("getAddress", signer, 0))
+    assert FACTORY_V07.decode_output("getAddress", raw)[0] != "0x" + "00" * 20
+    # Funded at the v0.7 EntryPoint, as the v0.8 paymaster is at v0.8's.
+    funding = DEVNET_PAYMASTER_FUNDING
+    for entry_point, paymaster in (
+        (deployment.entry_point, deployment.paymaster),
+        (V07.address, deployment.paymaster_v07),
+    ):
+        deposit, stake, delay = await deposit_info(eth, entry_point, paymaster)
+        assert deposit >= funding.deposit_wei // 2, entry_point
+        assert stake >= funding.stake_wei and delay >= funding.unstake_delay_s, entry_point
+    json = devnet.chains[0].as_json()
+    assert json["entryPointV07"] == V07.address
+    assert json["paymasterV07"] == deployment.paymaster_v07
+    assert json["simpleAccountFactoryV07"] == factory
+
+
+@pytest.mark.parametrize(
+    ("artifact", "own", "other"),
+    [("VerifyingPaymasterV07", V07, V08), ("VerifyingPaymaster", V08, V07)],
+)
+async def test_a_paymaster_is_bound_to_its_entry_point_release(
+    harness: Harness, artifact: str, own: EntryPointRelease, other: EntryPointRelease
+) -> None:
+    owner = harness.operator.address
+
+    def init_code(entry_point: str) -> bytes:
+        args = encode(["address", "address", "address"], [entry_point, owner, owner])
+        return contracts.load(artifact).bytecode + args
+
+    code = await harness.eth.call(None, init_code(own.address), sender=owner)
+    assert contracts.load(artifact).runtime_matches(code)
+    with pytest.raises(RpcError, match="interface mismatch"):
+        await harness.eth.call(None, init_code(other.address), sender=owner)
+
+
+def runtime_matches(code: bytes, artifact: str) -> bool:
+    return contracts.load(artifact).runtime_matches(code)
 
 
 async def test_devnet_state_survives_a_restart(tmp_path: Path) -> None:
@@ -77,21 +152,44 @@ async def test_deploy_command_brings_up_a_bare_chain(tmp_path: Path) -> None:
                 str(key_file),
                 "--chain-id",
                 "8453",
+                "--paymaster-deposit-wei",
+                str(3 * 10**16),
+                "--paymaster-stake-wei",
+                str(10**16),
             )
             assert code == 0, err
             checks = [line for line in lines if "requirement" in line]
-            assert [c["ok"] for c in checks] == [True, True, True]
+            assert [c["ok"] for c in checks] == [True, True, True, True]
+            assert [c["requirement"] for c in checks][2:] == [
+                "EntryPoint v0.8 present or deployable",
+                "EntryPoint v0.7 present or deployable",
+            ]
             done = [line["done"] for line in lines if "done" in line]
             assert done[0] == "installed the deterministic deployer"
-            assert len(done) == 5
+            assert len([d for d in done if d.startswith("deployed ")]) == 7
             result = lines[-1]
             assert await eth.get_code(DETERMINISTIC_DEPLOYER) != b""
+            assert result["entryPoint"] == V08.address
+            assert result["entryPointV07"] == V07.address
 
             # Addresses are computable offline, and match what landed.
             _, (offline,), _ = await run_cli("addresses", "--owner", key.address)
-            for name in ("entryPoint", "accountFactory", "paymaster", "notary"):
+            names = ("entryPoint", "accountFactory", "paymaster", "notary")
+            names += ("entryPointV07", "paymasterV07", "simpleAccountFactoryV07")
+            assert set(offline) == set(names)
+            for name in names:
                 assert result[name] == offline[name]
                 assert await eth.get_code(str(result[name])) != b""
+
+            # Each paymaster is funded at its own EntryPoint.
+            for entry_point, paymaster in (
+                ("entryPoint", "paymaster"),
+                ("entryPointV07", "paymasterV07"),
+            ):
+                deposit, stake, delay = await deposit_info(
+                    eth, str(result[entry_point]), str(result[paymaster])
+                )
+                assert (deposit, stake, delay) == (3 * 10**16, 10**16, 86_400), paymaster
 
             code, lines, err = await run_cli(
                 "deploy", "--rpc-url", node.rpc_url, "--key-file", str(key_file)
@@ -136,16 +234,20 @@ async def test_foreign_code_at_the_entry_point_address_is_refused(tmp_path: Path
             key = Harness.new_key()
             plan = plan_deployment(Devnet(tmp_path, [84532]).keys.operator_addresses)
             await rpc.request("anvil_setCode", [plan.entry_point.address, "0x6001600055"])
-            checks = await check_requirements(eth, 84532, plan)
-            assert checks[-1].ok is False
-            assert checks[-1].detail == "other code at the EntryPoint address"
+            await rpc.request("anvil_setCode", [plan.entry_point_v07.address, "0x6001600055"])
+            checks = {c.requirement: c for c in await check_requirements(eth, 84532, plan)}
+            for version in ("v0.8", "v0.7"):
+                check = checks[f"EntryPoint {version} present or deployable"]
+                assert check.ok is False
+                assert check.detail == f"other code at the EntryPoint {version} address"
             await rpc.request("anvil_setBalance", [key.address, hex(10**20)])
             deployer = ContractDeployer(eth, Transactor(eth, key, 84532))
-            try:
-                await deployer.ensure(plan.entry_point)
-            except Exception as exc:
-                assert "refusing to use it" in str(exc)
-            else:
-                raise AssertionError("foreign code was accepted as the EntryPoint")
+            for entry_point in (plan.entry_point, plan.entry_point_v07):
+                try:
+                    await deployer.ensure(entry_point)
+                except Exception as exc:
+                    assert "refusing to use it" in str(exc)
+                else:
+                    raise AssertionError(f"foreign code was accepted as {entry_point.artifact}")
     finally:
         await node.stop()

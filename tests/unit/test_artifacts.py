@@ -30,14 +30,20 @@ def test_committed_artifacts_equal_a_fresh_compile(tmp_path: Path) -> None:
         ), f"{name} is stale: run `make contracts`"
 
 
-def test_vendored_entry_point_is_the_npm_release() -> None:
-    npm = ROOT / "node_modules" / "@account-abstraction" / "contracts"
-    assert json.loads((npm / "package.json").read_text())["version"] == "0.8.0"
-    for name in VENDORED_CONTRACTS:
-        published = json.loads((npm / "artifacts" / f"{name}.json").read_text())
-        ours = contracts.load(name)
-        assert ours.bytecode.hex() == published["bytecode"].removeprefix("0x")
-        assert ours.deployed_bytecode.hex() == published["deployedBytecode"].removeprefix("0x")
+def test_vendored_entry_points_are_the_npm_releases() -> None:
+    packages = {"": ("contracts", "0.8.0"), "V07": ("contracts-v07", "0.7.0")}
+    for suffix, (package, version) in packages.items():
+        npm = ROOT / "node_modules" / "@account-abstraction" / package
+        assert json.loads((npm / "package.json").read_text())["version"] == version
+        names = [n for n in VENDORED_CONTRACTS if n.endswith("V07") == (suffix == "V07")]
+        assert len(names) == 4, suffix
+        for name in names:
+            published = json.loads(
+                (npm / "artifacts" / f"{name.removesuffix(suffix)}.json").read_text()
+            )
+            ours = contracts.load(name)
+            assert ours.bytecode.hex() == published["bytecode"].removeprefix("0x")
+            assert ours.deployed_bytecode.hex() == published["deployedBytecode"].removeprefix("0x")
 
 
 def test_every_artifact_loads_with_code() -> None:

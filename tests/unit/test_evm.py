@@ -15,6 +15,7 @@ from entryway.deploy.plan import (
     Operator,
     plan_deployment,
 )
+from entryway.domain.entry_points import V07, V08
 from entryway.domain.evm import checksum, create2_address, create_address
 
 
@@ -57,6 +58,47 @@ def test_addresses_depend_on_the_operator_but_not_on_the_chain() -> None:
     assert plan_a.paymaster.address != plan_b.paymaster.address
     assert plan_a.notary.address != plan_b.notary.address
     assert plan_a == plan_deployment(a)
+
+
+def test_each_entry_point_release_lands_at_its_canonical_address() -> None:
+    for release in (V08, V07):
+        init_code = contracts.load(release.artifact("EntryPoint")).bytecode
+        salt = bytes.fromhex(release.salt)
+        assert create2_address(DETERMINISTIC_DEPLOYER, salt, init_code) == release.address
+    assert V08.address == ENTRY_POINT_ADDRESS
+
+
+def test_the_plan_deploys_v07_beside_v08_deterministically() -> None:
+    a = Operator(
+        owner="0x1111111111111111111111111111111111111111",
+        paymaster_signer="0x2222222222222222222222222222222222222222",
+        notary_submitter="0x3333333333333333333333333333333333333333",
+    )
+    b = Operator(a.paymaster_signer, a.paymaster_signer, a.notary_submitter)
+    plan_a, plan_b = plan_deployment(a), plan_deployment(b)
+    assert plan_a.entry_point_v07.address == "0x0000000071727De22E5E9d8BAf0edAc6f37da032"
+    assert plan_a.entry_point_v07.artifact == "EntryPointV07"
+    assert plan_a.entry_point_v07 in plan_a.contracts()
+    assert plan_a.paymaster_v07 in plan_a.contracts()
+    assert plan_a.simple_account_factory_v07 in plan_a.contracts()
+    # Each EntryPoint precedes what is bound to it.
+    order = [c.name for c in plan_a.contracts()]
+    assert order.index("entryPointV07") < order.index("paymasterV07")
+    assert order.index("entryPointV07") < order.index("simpleAccountFactoryV07")
+    # The v0.7 paymaster is the owner's, bound to v0.7: its own address, not v0.8's.
+    assert plan_a.paymaster_v07.artifact == "VerifyingPaymasterV07"
+    assert plan_a.paymaster_v07.address != plan_a.paymaster.address
+    assert plan_a.paymaster_v07.address != plan_b.paymaster_v07.address
+    constructor_args = plan_a.paymaster_v07.init_code[-96:]
+    assert constructor_args[12:32] == bytes.fromhex(V07.address[2:])
+    assert constructor_args[44:64] == bytes.fromhex(a.owner[2:])
+    assert constructor_args[76:96] == bytes.fromhex(a.paymaster_signer[2:])
+    # The reference factory takes only the EntryPoint: one address for every operator.
+    factory = plan_a.simple_account_factory_v07
+    assert factory.address == plan_b.simple_account_factory_v07.address
+    assert factory.init_code[-20:] == bytes.fromhex(V07.address[2:])
+    assert plan_deployment(a) == plan_a
+    assert len({c.address for c in plan_a.contracts()}) == len(plan_a.contracts())
 
 
 # The EIP-55 specification's own examples.

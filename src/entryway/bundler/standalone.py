@@ -71,6 +71,15 @@ def read_executor_keys(files: list[Path]) -> tuple[LocalAccount, ...]:
     return tuple(keys)
 
 
+async def deploy_entry_points(eth: EthClient, key: LocalAccount, chain_id: int) -> None:
+    """Every EntryPoint release (v0.8, v0.7) the chain lacks, at its canonical address."""
+    deployer = ContractDeployer(eth, Transactor(eth, key, chain_id))
+    plan = plan_deployment(Operator(key.address, key.address, key.address))
+    await deployer.ensure_deterministic_deployer()
+    for entry_point in (plan.entry_point, plan.entry_point_v07):
+        await deployer.ensure(entry_point)
+
+
 # How the bundler itself is made from its parts: `Bundler`, or one that hands ops on.
 BundlerFactory = Callable[[EthClient, list[TransactionManager], Validator, BundlerConfig], Bundler]
 
@@ -81,11 +90,8 @@ async def build_bundler(
     chain_id = await eth.chain_id()
     entry_point = checksum(settings.entry_point)
     code = await eth.get_code(entry_point)
-    if not code and settings.deploy_entry_point:
-        deployer = ContractDeployer(eth, Transactor(eth, settings.executor_keys[0], chain_id))
-        key = settings.executor_keys[0].address
-        await deployer.ensure_deterministic_deployer()
-        await deployer.ensure(plan_deployment(Operator(key, key, key)).entry_point)
+    if settings.deploy_entry_point:
+        await deploy_entry_points(eth, settings.executor_keys[0], chain_id)
         code = await eth.get_code(entry_point)
     if not code:
         raise ConfigurationError(f"no EntryPoint at {entry_point} on chain {chain_id}")

@@ -1,5 +1,6 @@
 """Compiled contracts shipped inside the package: Entryway's own, built from `contracts/` by
-`make contracts`, and the EntryPoint v0.8 release copied from its npm package."""
+`make contracts`, and the EntryPoint v0.8 and v0.7 releases copied from their npm packages
+(v0.7's named with a "V07" suffix)."""
 
 from __future__ import annotations
 
@@ -12,12 +13,22 @@ from typing import Any
 from entryway.contracts.abi import ContractAbi
 from entryway.domain.evm import hex_to_bytes
 
-ENTRYWAY_CONTRACTS = ("SmartAccount", "AccountFactory", "VerifyingPaymaster", "NotaryAnchor")
+ENTRYWAY_CONTRACTS = (
+    "SmartAccount",
+    "AccountFactory",
+    "VerifyingPaymaster",
+    "VerifyingPaymasterV07",
+    "NotaryAnchor",
+)
 VENDORED_CONTRACTS = (
     "EntryPoint",
     "EntryPointSimulations",
     "SimpleAccount",
     "SimpleAccountFactory",
+    "EntryPointV07",
+    "EntryPointSimulationsV07",
+    "SimpleAccountV07",
+    "SimpleAccountFactoryV07",
 )
 SIMULATION_CONTRACTS = ("EntrywaySimulations",)
 TEST_CONTRACTS = (

@@ -20,6 +20,7 @@ from entryway.deploy.plan import (
     DeploymentPlan,
     plan_contract,
 )
+from entryway.domain.entry_points import V07, V08, EntryPointRelease
 from entryway.errors import EntrywayError
 
 
@@ -45,14 +46,20 @@ def devnet_price_feed_plan(owner: str, native_token: str, micro_eur: int) -> Con
 
 @dataclass(frozen=True, slots=True)
 class Deployment:
+    """Where a chain's contracts are. The v0.7 ones are absent from a deployment configured
+    with only v0.8 addresses."""
+
     chain_id: int
     entry_point: str
     account_factory: str
     paymaster: str
     notary: str
+    entry_point_v07: str | None = None
+    paymaster_v07: str | None = None
+    simple_account_factory_v07: str | None = None
 
     def as_json(self, rpc_url: str) -> dict[str, object]:
-        return {
+        out: dict[str, object] = {
             "chainId": self.chain_id,
             "rpcUrl": rpc_url,
             "entryPoint": self.entry_point,
@@ -60,6 +67,27 @@ class Deployment:
             "paymaster": self.paymaster,
             "notary": self.notary,
         }
+        for key, address in (
+            ("entryPointV07", self.entry_point_v07),
+            ("paymasterV07", self.paymaster_v07),
+            ("simpleAccountFactoryV07", self.simple_account_factory_v07),
+        ):
+            if address is not None:
+                out[key] = address
+        return out
+
+    @classmethod
+    def of_plan(cls, chain_id: int, plan: DeploymentPlan) -> Deployment:
+        return cls(
+            chain_id=chain_id,
+            entry_point=plan.entry_point.address,
+            account_factory=plan.account_factory.address,
+            paymaster=plan.paymaster.address,
+            notary=plan.notary.address,
+            entry_point_v07=plan.entry_point_v07.address,
+            paymaster_v07=plan.paymaster_v07.address,
+            simple_account_factory_v07=plan.simple_account_factory_v07.address,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +116,8 @@ async def check_requirements(
     eth: EthClient, expected_chain_id: int, plan: DeploymentPlan
 ) -> list[RequirementCheck]:
     """The requirements for an additional network (docs/requirements.md §1.2): EVM-compatible,
-    its RPC answering with the expected chain id, and an EntryPoint present or deployable."""
+    its RPC answering with the expected chain id, and each EntryPoint release (v0.8, v0.7)
+    present or deployable."""
     try:
         chain_id = await eth.chain_id()
         block = await eth.get_block("latest")
@@ -109,20 +138,27 @@ async def check_requirements(
             f"RPC answers chain id {chain_id}, expected {expected_chain_id}",
         ),
     ]
-    ep_code = await eth.get_code(plan.entry_point.address)
-    if ep_code:
-        ok = runtime_code_matches("EntryPoint", ep_code)
-        detail = "EntryPoint v0.8 present" if ok else "other code at the EntryPoint address"
+    for release, entry_point in ((V08, plan.entry_point), (V07, plan.entry_point_v07)):
+        checks.append(await _entry_point_check(eth, release, entry_point))
+    return checks
+
+
+async def _entry_point_check(
+    eth: EthClient, release: EntryPointRelease, plan: ContractPlan
+) -> RequirementCheck:
+    what = f"EntryPoint v{release.version}"
+    code = await eth.get_code(plan.address)
+    if code:
+        ok = runtime_code_matches(plan.artifact, code)
+        detail = f"{what} present" if ok else f"other code at the {what} address"
     else:
-        has_deployer = bool(await eth.get_code(DETERMINISTIC_DEPLOYER))
         ok = True
         detail = (
-            "EntryPoint v0.8 deployable through the deterministic deployer"
-            if has_deployer
-            else "EntryPoint v0.8 deployable once the deterministic deployer is installed"
+            f"{what} deployable through the deterministic deployer"
+            if await eth.get_code(DETERMINISTIC_DEPLOYER)
+            else f"{what} deployable once the deterministic deployer is installed"
         )
-    checks.append(RequirementCheck("EntryPoint present or deployable", ok, detail))
-    return checks
+    return RequirementCheck(f"{what} present or deployable", ok, detail)
 
 
 class ContractDeployer:
@@ -162,7 +198,8 @@ class ContractDeployer:
     async def deploy(
         self, plan: DeploymentPlan, funding: PaymasterFunding | None = None
     ) -> tuple[Deployment, list[str]]:
-        """Everything in `plan`, then the paymaster's funding; returns what was done."""
+        """Everything in `plan`, then each paymaster's funding at its EntryPoint; returns what
+        was done."""
         done: list[str] = []
         if await self.ensure_deterministic_deployer():
             done.append("installed the deterministic deployer")
@@ -170,35 +207,34 @@ class ContractDeployer:
             if await self.ensure(contract):
                 done.append(f"deployed {contract.name} at {contract.address}")
         if funding is not None:
-            done += await self.fund_paymaster(plan, funding)
-        deployment = Deployment(
-            chain_id=self.transactor.chain_id,
-            entry_point=plan.entry_point.address,
-            account_factory=plan.account_factory.address,
-            paymaster=plan.paymaster.address,
-            notary=plan.notary.address,
-        )
-        return deployment, done
+            for entry_point, paymaster in (
+                (plan.entry_point, plan.paymaster),
+                (plan.entry_point_v07, plan.paymaster_v07),
+            ):
+                done += await self.fund_paymaster(entry_point, paymaster, funding)
+        return Deployment.of_plan(self.transactor.chain_id, plan), done
 
-    async def fund_paymaster(self, plan: DeploymentPlan, funding: PaymasterFunding) -> list[str]:
-        ep = contracts.load("EntryPoint").abi
-        pm = contracts.load("VerifyingPaymaster").abi
+    async def fund_paymaster(
+        self, entry_point: ContractPlan, paymaster: ContractPlan, funding: PaymasterFunding
+    ) -> list[str]:
+        """Top `paymaster`'s deposit and stake at `entry_point` up to `funding`. v0.7's
+        getDepositInfo and the paymaster's deposit/addStake have v0.8's ABI."""
+        ep = contracts.load(entry_point.artifact).abi
+        pm = contracts.load(paymaster.artifact).abi
         raw = await self.eth.call(
-            plan.entry_point.address, ep.encode_call("getDepositInfo", plan.paymaster.address)
+            entry_point.address, ep.encode_call("getDepositInfo", paymaster.address)
         )
         deposit, _staked, stake, delay, _withdraw_time = ep.decode_output("getDepositInfo", raw)[0]
         done = []
         if deposit < funding.deposit_wei:
             top_up = funding.deposit_wei - deposit
-            await self.transactor.send(
-                plan.paymaster.address, pm.encode_call("deposit"), value=top_up
-            )
-            done.append(f"deposited {top_up} wei for the paymaster")
+            await self.transactor.send(paymaster.address, pm.encode_call("deposit"), value=top_up)
+            done.append(f"deposited {top_up} wei for the {paymaster.name}")
         if stake < funding.stake_wei or delay < funding.unstake_delay_s:
             add = max(funding.stake_wei - stake, 0)
             delay_s = max(delay, funding.unstake_delay_s)
             await self.transactor.send(
-                plan.paymaster.address, pm.encode_call("addStake", delay_s), value=add
+                paymaster.address, pm.encode_call("addStake", delay_s), value=add
             )
-            done.append(f"staked {add} wei for the paymaster (unstake delay {delay_s}s)")
+            done.append(f"staked {add} wei for the {paymaster.name} (unstake delay {delay_s}s)")
         return done

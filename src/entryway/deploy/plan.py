@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from eth_abi.abi import encode
 
 from entryway import contracts
+from entryway.domain.entry_points import V07, V08, EntryPointRelease
 from entryway.domain.evm import create2_address, hex_to_bytes, keccak
 
 # Arachnid's deterministic deployment proxy: `salt ++ initCode` in, CREATE2 out.
@@ -26,8 +27,9 @@ DETERMINISTIC_DEPLOYER_TX = hex_to_bytes(
 
 # The salt eth-infinitism used for the EntryPoint v0.8 release: with the npm artifact's
 # creation code it gives the canonical address below, byte-identical to every public chain.
-ENTRY_POINT_SALT = hex_to_bytes("0a59dbff790c23c976a548690c27297883cc66b4c67024f9117b0238995e35e9")
-ENTRY_POINT_ADDRESS = "0x4337084D9E255Ff0702461CF8895CE9E3b5Ff108"
+# (Each release's salt and address are in domain/entry_points.py.)
+ENTRY_POINT_SALT = hex_to_bytes(V08.salt)
+ENTRY_POINT_ADDRESS = V08.address
 
 ENTRYWAY_SALT = keccak(b"entryway.contracts.v1")
 
@@ -57,13 +59,28 @@ class Operator:
 
 @dataclass(frozen=True, slots=True)
 class DeploymentPlan:
+    """Entryway on EntryPoint v0.8, and beside it EntryPoint v0.7 with its own paymaster (same
+    owner and signer) and the reference SimpleAccountFactory of that release."""
+
     entry_point: ContractPlan
     account_factory: ContractPlan
     paymaster: ContractPlan
     notary: ContractPlan
+    entry_point_v07: ContractPlan
+    paymaster_v07: ContractPlan
+    simple_account_factory_v07: ContractPlan
 
     def contracts(self) -> tuple[ContractPlan, ...]:
-        return (self.entry_point, self.account_factory, self.paymaster, self.notary)
+        """In deployment order: an EntryPoint before what is bound to it."""
+        return (
+            self.entry_point,
+            self.account_factory,
+            self.paymaster,
+            self.notary,
+            self.entry_point_v07,
+            self.paymaster_v07,
+            self.simple_account_factory_v07,
+        )
 
 
 def plan_contract(name: str, artifact: str, salt: bytes, init_code: bytes) -> ContractPlan:
@@ -71,16 +88,29 @@ def plan_contract(name: str, artifact: str, salt: bytes, init_code: bytes) -> Co
     return ContractPlan(name, artifact, address, salt, init_code)
 
 
-def plan_deployment(operator: Operator) -> DeploymentPlan:
-    entry_point = plan_contract(
-        "entryPoint", "EntryPoint", ENTRY_POINT_SALT, contracts.load("EntryPoint").bytecode
+def plan_entry_point(release: EntryPointRelease) -> ContractPlan:
+    """The release's EntryPoint at its canonical address, from its npm artifact."""
+    artifact = release.artifact("EntryPoint")
+    name = "entryPoint" + release.artifact_suffix
+    plan = plan_contract(
+        name, artifact, hex_to_bytes(release.salt), contracts.load(artifact).bytecode
     )
-    if entry_point.address != ENTRY_POINT_ADDRESS:
-        raise AssertionError("the EntryPoint artifact is not the v0.8 release")
-    ep = entry_point.address
+    if plan.address != release.address:
+        raise AssertionError(f"the {artifact} artifact is not the v{release.version} release")
+    return plan
+
+
+def plan_deployment(operator: Operator) -> DeploymentPlan:
+    entry_point, entry_point_v07 = plan_entry_point(V08), plan_entry_point(V07)
+    ep, ep_v07 = entry_point.address, entry_point_v07.address
 
     def with_args(artifact: str, types: list[str], args: list[object]) -> bytes:
         return contracts.load(artifact).bytecode + encode(types, args)
+
+    def paymaster(name: str, artifact: str, entry_point: str) -> ContractPlan:
+        args: list[object] = [entry_point, operator.owner, operator.paymaster_signer]
+        init_code = with_args(artifact, ["address", "address", "address"], args)
+        return plan_contract(name, artifact, ENTRYWAY_SALT, init_code)
 
     return DeploymentPlan(
         entry_point=entry_point,
@@ -90,16 +120,7 @@ def plan_deployment(operator: Operator) -> DeploymentPlan:
             ENTRYWAY_SALT,
             with_args("AccountFactory", ["address"], [ep]),
         ),
-        paymaster=plan_contract(
-            "paymaster",
-            "VerifyingPaymaster",
-            ENTRYWAY_SALT,
-            with_args(
-                "VerifyingPaymaster",
-                ["address", "address", "address"],
-                [ep, operator.owner, operator.paymaster_signer],
-            ),
-        ),
+        paymaster=paymaster("paymaster", "VerifyingPaymaster", ep),
         notary=plan_contract(
             "notary",
             "NotaryAnchor",
@@ -107,5 +128,13 @@ def plan_deployment(operator: Operator) -> DeploymentPlan:
             with_args(
                 "NotaryAnchor", ["address", "address"], [operator.owner, operator.notary_submitter]
             ),
+        ),
+        entry_point_v07=entry_point_v07,
+        paymaster_v07=paymaster("paymasterV07", "VerifyingPaymasterV07", ep_v07),
+        simple_account_factory_v07=plan_contract(
+            "simpleAccountFactoryV07",
+            "SimpleAccountFactoryV07",
+            ENTRYWAY_SALT,
+            with_args("SimpleAccountFactoryV07", ["address"], [ep_v07]),
         ),
     )
