@@ -44,34 +44,49 @@ function findImports(importPath) {
   return { error: `not found: ${importPath}` };
 }
 
-const output = JSON.parse(
-  solc.compile(JSON.stringify({ language: "Solidity", sources, settings }), { import: findImports }),
-);
-const errors = (output.errors ?? []).filter((e) => e.severity === "error");
-// Warnings from the audited dependencies (e.g. their use of transient storage) are theirs.
-for (const e of output.errors ?? []) {
-  if (e.severity === "error" || (e.sourceLocation?.file ?? "").startsWith("contracts/")) {
-    process.stderr.write(e.formattedMessage + "\n");
+function compile(targetFiles, remappings) {
+  const input = {};
+  for (const file of Object.keys(targetFiles)) input[file] = sources[file] ?? { content: fs.readFileSync(path.join(root, file), "utf8") };
+  const out = JSON.parse(
+    solc.compile(JSON.stringify({ language: "Solidity", sources: input, settings: remappings.length ? { ...settings, remappings } : settings }), {
+      import: findImports,
+    }),
+  );
+  // Warnings from the audited dependencies (e.g. their use of transient storage) are theirs.
+  for (const e of out.errors ?? []) {
+    if (e.severity === "error" || (e.sourceLocation?.file ?? "").startsWith("contracts/")) {
+      process.stderr.write(e.formattedMessage + "\n");
+    }
+  }
+  if ((out.errors ?? []).some((e) => e.severity === "error")) process.exit(1);
+  return out;
+}
+
+function writeArtifacts(output, targetFiles, suffix) {
+  for (const [file, names] of Object.entries(targetFiles)) {
+    for (const name of names) {
+      const c = output.contracts[file][name];
+      const artifact = {
+        contractName: name,
+        sourceName: file,
+        compiler: { version: solc.version(), settings: { optimizer: settings.optimizer, evmVersion: settings.evmVersion } },
+        abi: c.abi,
+        bytecode: "0x" + c.evm.bytecode.object,
+        deployedBytecode: "0x" + c.evm.deployedBytecode.object,
+        immutableReferences: c.evm.deployedBytecode.immutableReferences ?? {},
+      };
+      fs.writeFileSync(path.join(outDir, `${name}${suffix}.json`), JSON.stringify(artifact, null, 1) + "\n");
+    }
   }
 }
-if (errors.length) process.exit(1);
 
 fs.mkdirSync(outDir, { recursive: true });
-for (const [file, names] of Object.entries(targets)) {
-  for (const name of names) {
-    const c = output.contracts[file][name];
-    const artifact = {
-      contractName: name,
-      sourceName: file,
-      compiler: { version: solc.version(), settings: { optimizer: settings.optimizer, evmVersion: settings.evmVersion } },
-      abi: c.abi,
-      bytecode: "0x" + c.evm.bytecode.object,
-      deployedBytecode: "0x" + c.evm.deployedBytecode.object,
-      immutableReferences: c.evm.deployedBytecode.immutableReferences ?? {},
-    };
-    fs.writeFileSync(path.join(outDir, `${name}.json`), JSON.stringify(artifact, null, 1) + "\n");
-  }
-}
+writeArtifacts(compile(targets, []), targets, "");
+// The v0.7 paymaster compiles on its own: its v0.7 interface sources in the compilation above
+// would renumber the AST ids that key every other artifact's immutableReferences.
+const paymasterV07 = { "contracts/VerifyingPaymasterV07.sol": ["VerifyingPaymasterV07"] };
+writeArtifacts(compile(paymasterV07, []), paymasterV07, "");
+
 // The audited EntryPoint releases (v0.8, and v0.7 through its npm alias) and their reference
 // accounts are used as published, not recompiled: their artifacts are copied so the service can
 // deploy without node_modules. v0.7's get a "V07" suffix (EntryPointV07.json and so on).
@@ -107,4 +122,4 @@ for (const release of releases) {
   }
 }
 
-process.stdout.write(`compiled ${Object.values(targets).flat().join(", ")} -> ${path.relative(root, outDir)}; copied ${vendored.join(", ")}\n`);
+process.stdout.write(`compiled ${[...Object.values(targets).flat(), "VerifyingPaymasterV07"].join(", ")} -> ${path.relative(root, outDir)}; copied ${vendored.join(", ")}\n`);
