@@ -44,6 +44,13 @@ function findImports(importPath) {
   return { error: `not found: ${importPath}` };
 }
 
+// Sources compiled a second time against the EntryPoint v0.7 release (its npm alias), for the
+// v0.7 EntryPoint: the artifacts get a "V07" suffix.
+const v07Targets = {
+  "contracts/EntrywaySimulations.sol": ["EntrywaySimulations"],
+};
+const v07Remapping = "@account-abstraction/contracts/=@account-abstraction/contracts-v07/";
+
 function compile(targetFiles, remappings) {
   const input = {};
   for (const file of Object.keys(targetFiles)) input[file] = sources[file] ?? { content: fs.readFileSync(path.join(root, file), "utf8") };
@@ -86,6 +93,8 @@ writeArtifacts(compile(targets, []), targets, "");
 // would renumber the AST ids that key every other artifact's immutableReferences.
 const paymasterV07 = { "contracts/VerifyingPaymasterV07.sol": ["VerifyingPaymasterV07"] };
 writeArtifacts(compile(paymasterV07, []), paymasterV07, "");
+writeArtifacts(compile(v07Targets, [v07Remapping]), v07Targets, "V07");
+const compiledV07 = Object.values(v07Targets).flat().map((n) => `${n}V07`);
 
 // The audited EntryPoint releases (v0.8, and v0.7 through its npm alias) and their reference
 // accounts are used as published, not recompiled: their artifacts are copied so the service can
@@ -122,4 +131,4 @@ for (const release of releases) {
   }
 }
 
-process.stdout.write(`compiled ${[...Object.values(targets).flat(), "VerifyingPaymasterV07"].join(", ")} -> ${path.relative(root, outDir)}; copied ${vendored.join(", ")}\n`);
+process.stdout.write(`compiled ${[...Object.values(targets).flat(), "VerifyingPaymasterV07", ...compiledV07].join(", ")} -> ${path.relative(root, outDir)}; copied ${vendored.join(", ")}\n`);

@@ -13,7 +13,11 @@ from entryway.bundler.bundling import BUNDLE_OVERHEAD_GAS, select_bundle
 from entryway.bundler.errors import BundlerError, RpcErrorCode
 from entryway.bundler.mempool import MempoolEntry
 from entryway.bundler.states import BundlingMode, OpStatus, Tracked
-from entryway.bundler.submission import TransactionDroppedError, TransactionManager
+from entryway.bundler.submission import (
+    PendingTransaction,
+    TransactionDroppedError,
+    TransactionManager,
+)
 from entryway.bundler.validation.simulation import (
     SIMULATION_BLOCK,
     eip7702_override,
@@ -54,30 +58,14 @@ class BundleSender:
             executor = self.idle_executor()
             if executor is None:
                 return None
-            ops, data = await self._checked_bundle()
-            if not ops:
-                log.info("nothing to bundle (%d ops in the mempool)", len(self.bundler.mempool))
+            executor.reserved = True  # no other EntryPoint's bundler takes it meanwhile
+            try:
+                sent = await self._send_with(executor)
+            finally:
+                executor.reserved = False
+            if sent is None:
                 return None
-            gas = sum(e.max_gas for e in ops) + BUNDLE_OVERHEAD_GAS * 2
-            # The head _checked_bundle has just read (no second node call).
-            _, _, base_fee = await self.bundler.head.now(max_age_s=HEAD_REUSE_S)
-            priority = max(
-                self.bundler.config.min_priority_fee_per_gas,
-                min(e.op.max_priority_fee_per_gas for e in ops),
-            )
-            max_fee = max(min(e.op.max_fee_per_gas for e in ops), base_fee + priority)
-            auths = [e.op.eip7702_auth.to_rpc() for e in ops if e.op.eip7702_auth is not None]
-            gas += AUTHORIZATION_GAS * len(auths)
-            tx = await executor.send(
-                self.bundler.config.entry_point, data, gas, max_fee, priority, authorizations=auths
-            )
-            for e in ops:
-                self.bundler.mempool.remove(e.user_op_hash)
-                self.bundler.tracked[e.user_op_hash] = Tracked(
-                    OpStatus.SUBMITTED, tx.latest.tx_hash
-                )
-            self._in_flight[tx.latest.tx_hash] = {e.op.sender for e in ops}
-            self.bundler.counts.bundles_sent += 1
+            tx, ops = sent
         log.info("sent a bundle of %d ops: %s", len(ops), tx.latest.tx_hash)
         follow = self._follow(executor, tx, ops)
         if wait:
@@ -87,6 +75,34 @@ class BundleSender:
             self.following.add(task)
             task.add_done_callback(self.following.discard)
         return tx.latest.tx_hash
+
+    async def _send_with(
+        self, executor: TransactionManager
+    ) -> tuple[PendingTransaction, list[MempoolEntry]] | None:
+        """Build, check and send a bundle with `executor`; None when there is nothing to send."""
+        ops, data = await self._checked_bundle()
+        if not ops:
+            log.info("nothing to bundle (%d ops in the mempool)", len(self.bundler.mempool))
+            return None
+        gas = sum(e.max_gas for e in ops) + BUNDLE_OVERHEAD_GAS * 2
+        # The head _checked_bundle has just read (no second node call).
+        _, _, base_fee = await self.bundler.head.now(max_age_s=HEAD_REUSE_S)
+        priority = max(
+            self.bundler.config.min_priority_fee_per_gas,
+            min(e.op.max_priority_fee_per_gas for e in ops),
+        )
+        max_fee = max(min(e.op.max_fee_per_gas for e in ops), base_fee + priority)
+        auths = [e.op.eip7702_auth.to_rpc() for e in ops if e.op.eip7702_auth is not None]
+        gas += AUTHORIZATION_GAS * len(auths)
+        tx = await executor.send(
+            self.bundler.config.entry_point, data, gas, max_fee, priority, authorizations=auths
+        )
+        for e in ops:
+            self.bundler.mempool.remove(e.user_op_hash)
+            self.bundler.tracked[e.user_op_hash] = Tracked(OpStatus.SUBMITTED, tx.latest.tx_hash)
+        self._in_flight[tx.latest.tx_hash] = {e.op.sender for e in ops}
+        self.bundler.counts.bundles_sent += 1
+        return tx, ops
 
     async def _checked_bundle(self) -> tuple[list[MempoolEntry], bytes]:
         """The ops to bundle now, and their handleOps calldata (as checked by eth_call)."""

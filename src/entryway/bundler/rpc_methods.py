@@ -45,9 +45,15 @@ def _hash_param(params: list[Any]) -> bytes:
 
 
 class BundlerRpc:
+    """One EntryPoint's bundler behind the RPC methods; the bundlers of the chain's other
+    EntryPoint releases join as siblings (`serve_also`), and every method taking an
+    EntryPoint is answered by the one it names."""
+
     def __init__(self, bundler: Bundler, estimator: GasEstimator, *, debug: bool = False) -> None:
         self.bundler = bundler
         self.estimator = estimator
+        self.siblings: dict[str, BundlerRpc] = {}  # lower-case EntryPoint address -> its RPC
+        self.debug = debug
         self.methods: dict[str, Handler] = {
             "eth_chainId": self.chain_id,
             "eth_supportedEntryPoints": self.supported_entry_points,
@@ -75,6 +81,46 @@ class BundlerRpc:
                     "debug_bundler_getStakeStatus": self.get_stake_status,
                 }
             )
+
+    def serve_also(self, other: BundlerRpc) -> None:
+        """Answer for `other`'s EntryPoint too (same chain, another release)."""
+        self.siblings[other.bundler.config.entry_point.lower()] = other
+
+    def all_rpcs(self) -> list[BundlerRpc]:
+        """This EntryPoint's RPC first, then its siblings'."""
+        return [self, *self.siblings.values()]
+
+    @property
+    def bundlers(self) -> list[Bundler]:
+        return [r.bundler for r in self.all_rpcs()]
+
+    async def start(self) -> None:
+        """Start every EntryPoint's bundler (their auto-bundling loops)."""
+        for bundler in self.bundlers:
+            await bundler.start()
+
+    async def stop(self) -> None:
+        for bundler in self.bundlers:
+            await bundler.stop()
+
+    def for_entry_point(self, entry_point: Any) -> BundlerRpc:
+        """The RPC of the EntryPoint named, or an invalid-params error listing those served."""
+        if isinstance(entry_point, str):
+            if entry_point.lower() == self.bundler.config.entry_point.lower():
+                return self
+            sibling = self.siblings.get(entry_point.lower())
+            if sibling is not None:
+                return sibling
+        served = ", ".join(r.bundler.config.entry_point for r in self.all_rpcs())
+        raise invalid_params(
+            f"unsupported EntryPoint {entry_point!r}; this bundler serves {served}"
+        )
+
+    def _routed(self, params: list[Any], index: int) -> BundlerRpc:
+        """The RPC for an optional EntryPoint parameter (this one's when it is left out)."""
+        if len(params) <= index or params[index] is None:
+            return self
+        return self.for_entry_point(params[index])
 
     async def dispatch(
         self, request: Any, *, before_mempool: BeforeMempool | None = None
@@ -124,14 +170,14 @@ class BundlerRpc:
         return hex(self.bundler.config.chain_id)
 
     async def supported_entry_points(self, params: list[Any]) -> list[str]:
-        return [self.bundler.config.entry_point]
+        return [r.bundler.config.entry_point for r in self.all_rpcs()]
 
     async def send_user_operation(
         self, params: list[Any], before_mempool: BeforeMempool | None = None
     ) -> str:
         op = parse_user_operation(_param(params, 0, "userOp"))
-        self.bundler.check_entry_point(_param(params, 1, "entryPoint"))
-        return to_hex(await self.bundler.send(op, before_mempool=before_mempool))
+        target = self.for_entry_point(_param(params, 1, "entryPoint"))
+        return to_hex(await target.bundler.send(op, before_mempool=before_mempool))
 
     async def estimate_user_operation_gas(self, params: list[Any]) -> dict[str, str]:
         raw = _param(params, 0, "userOp")
@@ -151,12 +197,20 @@ class BundlerRpc:
             }
         op = parse_user_operation(raw)
         check_bounds(op, self.bundler.config.sanity)
-        self.bundler.check_entry_point(_param(params, 1, "entryPoint"))
+        target = self.for_entry_point(_param(params, 1, "entryPoint"))
+        target.bundler.check_supported(op)
         override = params[2] if len(params) > 2 and isinstance(params[2], dict) else None
-        return (await self.estimator.estimate(op, override)).to_json()
+        return (await target.estimator.estimate(op, override)).to_json()
 
     async def get_user_operation_by_hash(self, params: list[Any]) -> dict[str, Any] | None:
         op_hash = _hash_param(params)
+        for rpc in self._by_knowledge(op_hash):
+            found = await rpc.user_operation(op_hash)
+            if found is not None:
+                return found
+        return None
+
+    async def user_operation(self, op_hash: bytes) -> dict[str, Any] | None:
         pending = await self.bundler.pending_op(op_hash)
         if pending is not None:
             return {
@@ -170,6 +224,20 @@ class BundlerRpc:
 
     async def get_user_operation_receipt(self, params: list[Any]) -> dict[str, Any] | None:
         op_hash = _hash_param(params)
+        for rpc in self._by_knowledge(op_hash):
+            found = await rpc.receipt(op_hash)
+            if found is not None:
+                return found
+        return None
+
+    def _by_knowledge(self, op_hash: bytes) -> list[BundlerRpc]:
+        """The RPC whose bundler has seen the op, alone; every RPC when none has (the op may
+        have come through another bundler or process: each reads its EntryPoint's logs)."""
+        rpcs = self.all_rpcs()
+        owner = next((r for r in rpcs if r.bundler.tracked.get(op_hash) is not None), None)
+        return rpcs if owner is None else [owner]
+
+    async def receipt(self, op_hash: bytes) -> dict[str, Any] | None:
         tracked = self.bundler.tracked.get(op_hash)
         if tracked is not None and tracked.status in (OpStatus.PENDING, OpStatus.SUBMITTED):
             # Not mined yet, by our own account (the bundle's follower marks it the moment its
@@ -189,8 +257,17 @@ class BundlerRpc:
         }
 
     async def op_status(self, params: list[Any]) -> dict[str, Any]:
-        """The op's status; a mined op's on an OP-stack chain with its receipt's `l1Fee`."""
+        """The op's status, from whichever EntryPoint's bundler knows it."""
         op_hash = _hash_param(params)
+        status: dict[str, Any] = {"status": OpStatus.NOT_FOUND.value}
+        for rpc in self._by_knowledge(op_hash):
+            status = await rpc.status(op_hash)
+            if status["status"] != OpStatus.NOT_FOUND.value:
+                break
+        return status
+
+    async def status(self, op_hash: bytes) -> dict[str, Any]:
+        """The op's status here; a mined op's on an OP-stack chain with its receipt's `l1Fee`."""
         status = await self.bundler.status(op_hash)
         if self.bundler.l1_fees is None or status["status"] not in _MINED:
             return status
@@ -202,36 +279,46 @@ class BundlerRpc:
     # ------------------------------------------------------------------ debug_bundler_*
 
     async def clear_state(self, params: list[Any]) -> str:
-        self.bundler.clear()
+        for bundler in self.bundlers:
+            bundler.clear()
         return "ok"
 
     async def clear_mempool(self, params: list[Any]) -> str:
-        self.bundler.mempool.clear()
+        for bundler in self.bundlers:
+            bundler.mempool.clear()
         return "ok"
 
     async def dump_mempool(self, params: list[Any]) -> list[dict[str, Any]]:
-        return [user_operation_json(e.op) for e in self.bundler.mempool.entries()]
+        bundler = self._routed(params, 0).bundler
+        return [user_operation_json(e.op) for e in bundler.mempool.entries()]
 
     async def send_bundle_now(self, params: list[Any]) -> str:
-        tx_hash = await self.bundler.bundle_once(wait=True)
-        return tx_hash or "ok"
+        """A bundle per EntryPoint with ops waiting, each returned once mined."""
+        sent = None
+        for bundler in self.bundlers:
+            if bundler is self.bundler or len(bundler.mempool):
+                sent = await bundler.bundle_once(wait=True) or sent
+        return sent or "ok"
 
     async def set_bundling_mode(self, params: list[Any]) -> str:
-        mode = _param(params, 0, "mode")
+        raw = _param(params, 0, "mode")
         try:
-            self.bundler.mode = BundlingMode(mode)
+            mode = BundlingMode(raw)
         except ValueError:
-            raise invalid_params(f"mode must be 'auto' or 'manual', not {mode!r}") from None
+            raise invalid_params(f"mode must be 'auto' or 'manual', not {raw!r}") from None
+        for bundler in self.bundlers:
+            bundler.mode = mode
         return "ok"
 
     async def set_reputation(self, params: list[Any]) -> str:
         entries = _param(params, 0, "reputations")
         if not isinstance(entries, list):
             raise invalid_params("reputations must be an array")
+        reputation = self._routed(params, 1).bundler.reputation
         for item in entries:
             if not isinstance(item, dict):
                 raise invalid_params("each reputation entry must be an object")
-            self.bundler.reputation.set(
+            reputation.set(
                 parse_address(item.get("address"), "address"),
                 _int(item.get("opsSeen", 0)),
                 _int(item.get("opsIncluded", 0)),
@@ -239,7 +326,7 @@ class BundlerRpc:
         return "ok"
 
     async def dump_reputation(self, params: list[Any]) -> list[dict[str, Any]]:
-        rep = self.bundler.reputation
+        rep = self._routed(params, 0).bundler.reputation
         codes = {ReputationStatus.OK: 0, ReputationStatus.THROTTLED: 1, ReputationStatus.BANNED: 2}
         return [
             {
@@ -252,26 +339,29 @@ class BundlerRpc:
         ]
 
     async def clear_reputation(self, params: list[Any]) -> str:
-        self.bundler.reputation.clear()
+        for bundler in self.bundlers:
+            bundler.reputation.clear()
         return "ok"
 
     async def add_user_ops(self, params: list[Any]) -> str:
         ops = _param(params, 0, "userOps")
         if not isinstance(ops, list):
             raise invalid_params("userOps must be an array")
+        bundler = self._routed(params, 1).bundler
         for raw in ops:
-            await self.bundler.add_unchecked(parse_user_operation(raw))
+            await bundler.add_unchecked(parse_user_operation(raw))
         return "ok"
 
     async def get_stake_status(self, params: list[Any]) -> dict[str, Any]:
         address = parse_address(_param(params, 0, "address"), "address")
-        raw = await self.bundler.eth.call(
-            self.bundler.config.entry_point, EP.encode_call("getDepositInfo", address)
+        bundler = self._routed(params, 1).bundler
+        raw = await bundler.eth.call(
+            bundler.config.entry_point, EP.encode_call("getDepositInfo", address)
         )
         (_deposit, _staked, stake, delay, _withdraw) = EP.decode_output("getDepositInfo", raw)[0]
         return {
             "stakeInfo": {"addr": address, "stake": stake, "unstakeDelaySec": delay},
-            "isStaked": self.bundler.config.rules.is_staked(StakeInfo(stake, delay)),
+            "isStaked": bundler.config.rules.is_staked(StakeInfo(stake, delay)),
         }
 
 

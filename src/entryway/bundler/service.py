@@ -35,6 +35,7 @@ from entryway.bundler.validation.simulation import (
 )
 from entryway.chain.rpc import EthClient
 from entryway.domain.eip7702 import delegate_of
+from entryway.domain.entry_points import EntryPointRelease, release, version_at
 from entryway.domain.userop import UserOperation, user_op_hash
 
 log = logging.getLogger("entryway.bundler")
@@ -62,6 +63,11 @@ class BundlerConfig:
     tracking: TrackingLimits = field(default_factory=TrackingLimits)  # what became of ops
     min_priority_fee_per_gas: int = 0
     l1_fee_oracle: str | None = None  # OP-stack GasPriceOracle, on chains that post to L1
+
+    @property
+    def release(self) -> EntryPointRelease:
+        """The EntryPoint release served (its canonical address says which; else v0.8)."""
+        return release(version_at(self.entry_point))
 
 
 class Bundler:
@@ -121,7 +127,17 @@ class Bundler:
 
     # ------------------------------------------------------------------ accepting ops
 
+    def check_supported(self, op: UserOperation) -> None:
+        """An op this EntryPoint release can carry: v0.7 has no EIP-7702 senders."""
+        uses_7702 = op.is_eip7702 or op.eip7702_auth is not None
+        if uses_7702 and not self.config.release.supports_eip7702:
+            raise invalid_params(
+                f"EntryPoint v{self.config.release.version} does not support EIP-7702 senders "
+                "(factory 0x7702, eip7702Auth)"
+            )
+
     async def op_hash(self, op: UserOperation) -> bytes:
+        self.check_supported(op)
         delegate = None
         if op.is_eip7702:
             if op.eip7702_auth is not None:
@@ -133,7 +149,13 @@ class Bundler:
                     RpcErrorCode.REJECTED_BY_EP_OR_ACCOUNT,
                     f"sender {op.sender} is not an EIP-7702 account and brings no authorization",
                 )
-        return user_op_hash(op, self.config.entry_point, self.config.chain_id, delegate=delegate)
+        return user_op_hash(
+            op,
+            self.config.entry_point,
+            self.config.chain_id,
+            delegate=delegate,
+            version=self.config.release.version,
+        )
 
     async def _check_authorization(self, op: UserOperation) -> None:
         """An EIP-7702 authorization must be the sender's own, for this chain (or any chain),
@@ -158,16 +180,6 @@ class Bundler:
             raise BundlerError(
                 RpcErrorCode.REJECTED_BY_EP_OR_ACCOUNT,
                 f"eip7702Auth nonce {auth.nonce} is not the sender's nonce {nonce}",
-            )
-
-    def check_entry_point(self, entry_point: Any) -> None:
-        if (
-            not isinstance(entry_point, str)
-            or entry_point.lower() != self.config.entry_point.lower()
-        ):
-            raise invalid_params(
-                f"unsupported EntryPoint {entry_point!r}; "
-                f"this bundler serves {self.config.entry_point}"
             )
 
     async def send(

@@ -68,6 +68,9 @@ class TransactionManager:
         self.chain_id = chain_id
         self.stuck = stuck
         self.pending: PendingTransaction | None = None
+        # Taken by a bundler building a bundle for this key: the bundlers of a chain's
+        # EntryPoints share its keys, one bundle in flight per key.
+        self.reserved = False
 
     @property
     def address(self) -> str:
@@ -75,7 +78,7 @@ class TransactionManager:
 
     @property
     def idle(self) -> bool:
-        return self.pending is None
+        return self.pending is None and not self.reserved
 
     async def _nonce(self) -> int:
         # One bundle in flight per key, so the node's pending count is always the next nonce;

@@ -202,8 +202,8 @@ async def in_process_bundler(
             fee_rules=chain.settings.fee_rules_resolved,
         ),
     )
-    await rpc.bundler.start()
-    stack.push_async_callback(rpc.bundler.stop)
+    await rpc.start()
+    stack.push_async_callback(rpc.stop)
     return rpc
 
 

@@ -46,11 +46,11 @@ def create_standalone_app(
         async with JsonRpcClient(settings.rpc_url) as rpc:
             built = await build_bundler(EthClient(rpc), settings)
             holder["rpc"] = built
-            await built.bundler.start()
+            await built.start()
             try:
                 yield
             finally:
-                await built.bundler.stop()
+                await built.stop()
 
     class _Lazy(BundlerRpc):
         """Routes to the bundler the lifespan builds (nothing connects at import time)."""

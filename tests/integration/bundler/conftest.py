@@ -68,9 +68,9 @@ async def bundler_rpc(devnet: Devnet, eth: EthClient) -> AsyncIterator[BundlerRp
         mode=BundlingMode.MANUAL,
     )
     rpc = await build_bundler(eth, settings)
-    await rpc.bundler.start()
+    await rpc.start()
     yield rpc
-    await rpc.bundler.stop()
+    await rpc.stop()
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from entryway import contracts
 from entryway.bundler.errors import BundlerError, RpcErrorCode
 from entryway.bundler.gas.l1fee import L1FeeQuoter
 from entryway.bundler.gas.pvg import pre_verification_gas, with_full_signature
@@ -18,12 +17,13 @@ from entryway.bundler.validation.simulation import (
     SIMULATION_BLOCK,
     eip7702_override,
     revert_error,
+    simulation_artifacts,
 )
 from entryway.chain.rpc import EthClient, RpcError
+from entryway.domain.entry_points import EntryPointVersion, version_at
 from entryway.domain.evm import to_hex
 from entryway.domain.userop import UserOperation
 
-ESTIMATOR = contracts.load("EntrywaySimulations")
 MAX_VERIFICATION_GAS = 10_000_000
 # Estimation runs in one eth_call under the node's gas cap (often the block gas limit): the
 # first probe and the bisection together must fit, so the ceiling stays well below it.
@@ -63,28 +63,34 @@ class GasEstimate:
 
 class GasEstimator:
     def __init__(
-        self, eth: EthClient, entry_point: str, l1_fees: L1FeeQuoter | None = None
+        self,
+        eth: EthClient,
+        entry_point: str,
+        l1_fees: L1FeeQuoter | None = None,
+        version: EntryPointVersion | None = None,
     ) -> None:
         self.eth = eth
         self.entry_point = entry_point
         self.l1_fees = l1_fees
+        # EntrywaySimulations built on the EntryPoint release's own simulation code.
+        self.estimator = simulation_artifacts(version or version_at(entry_point))[1]
 
     def _override(self, extra: dict[str, Any] | None) -> dict[str, Any]:
         override: dict[str, Any] = dict(extra or {})
         mine = dict(override.get(self.entry_point, {}))
-        mine["code"] = to_hex(ESTIMATOR.deployed_bytecode)
+        mine["code"] = to_hex(self.estimator.deployed_bytecode)
         override[self.entry_point] = mine
         return override
 
     async def _call(self, fn: str, *args: Any, override: dict[str, Any]) -> tuple[Any, ...]:
-        data = ESTIMATOR.abi.encode_call(fn, *args)
+        data = self.estimator.abi.encode_call(fn, *args)
         try:
             raw = await self.eth.call(
                 self.entry_point, data, state_override=override, block=SIMULATION_BLOCK
             )
         except RpcError as exc:
             raise revert_error(exc.revert_data, exc.message) from None
-        return ESTIMATOR.abi.decode_output(fn, raw)
+        return self.estimator.abi.decode_output(fn, raw)
 
     async def _l1_gas(self, op: UserOperation) -> int:
         """The L1 fee in gas; an estimate with no fee set is priced at the current base fee."""

@@ -42,12 +42,12 @@ from entryway.bundler.validation.trace import (
 from entryway.bundler.validation.validation_calls import ValidationCalls, validation_calls
 from entryway.chain.rpc import EthClient, RpcError
 from entryway.contracts.abi import DecodedError
+from entryway.domain.entry_points import EntryPointVersion, release, version_at
 from entryway.domain.evm import hex_to_bytes, keccak, to_hex
 from entryway.domain.userop import UserOperation, user_op_hash
 
 log = logging.getLogger("entryway.bundler")
 SIMULATIONS = contracts.load("EntryPointSimulations")
-REPLAY = contracts.load("EntrywaySimulations")  # traceValidation
 _SIMULATE_VALIDATION = SIMULATIONS.abi.selector("simulateValidation")
 # Validation may not take more than this, whatever the op's limits say.
 SIMULATION_GAS_CAP = 20_000_000
@@ -84,14 +84,29 @@ def revert_error(raw: bytes | None, fallback: str) -> BundlerError:
     return BundlerError(RpcErrorCode.REJECTED_BY_EP_OR_ACCOUNT, str(decoded))
 
 
-class Simulator:
-    """Runs EntryPointSimulations against the live chain state."""
+def simulation_artifacts(
+    version: EntryPointVersion,
+) -> tuple[contracts.Artifact, contracts.Artifact]:
+    """The release's EntryPointSimulations, and EntrywaySimulations built on it."""
+    r = release(version)
+    return (
+        contracts.load(r.artifact("EntryPointSimulations")),
+        contracts.load(r.artifact("EntrywaySimulations")),
+    )
 
-    def __init__(self, eth: EthClient, entry_point: str) -> None:
+
+class Simulator:
+    """Runs the EntryPoint release's EntryPointSimulations against the live chain state."""
+
+    def __init__(
+        self, eth: EthClient, entry_point: str, version: EntryPointVersion | None = None
+    ) -> None:
         self.eth = eth
         self.entry_point = entry_point
-        self.override = {entry_point: {"code": to_hex(SIMULATIONS.deployed_bytecode)}}
-        self.replay_override = {entry_point: {"code": to_hex(REPLAY.deployed_bytecode)}}
+        self.version = version or version_at(entry_point)
+        self.simulations, replay = simulation_artifacts(self.version)
+        self.override = {entry_point: {"code": to_hex(self.simulations.deployed_bytecode)}}
+        self.replay_override = {entry_point: {"code": to_hex(replay.deployed_bytecode)}}
 
     def _call_object(self, data: bytes) -> dict[str, str]:
         return {"to": self.entry_point, "data": to_hex(data), "gas": hex(SIMULATION_GAS_CAP)}
@@ -102,7 +117,7 @@ class Simulator:
     async def call(
         self, fn: str, *args: Any, extra: dict[str, Any] | None = None
     ) -> tuple[Any, ...]:
-        return await self._call(fn, SIMULATIONS.abi.encode_call(fn, *args), extra)
+        return await self._call(fn, self.simulations.abi.encode_call(fn, *args), extra)
 
     async def simulate_validation(
         self, op: UserOperation, extra: dict[str, Any] | None = None
@@ -119,13 +134,13 @@ class Simulator:
             )
         except RpcError as exc:
             raise revert_error(exc.revert_data, exc.message) from None
-        return SIMULATIONS.abi.decode_output(fn, raw)
+        return self.simulations.abi.decode_output(fn, raw)
 
     async def trace(
         self, fn: str, *args: Any, tracer: str | None = None, extra: dict[str, Any] | None = None
     ) -> Any:
         """debug_traceCall of EntryPointSimulations' `fn` at the EntryPoint."""
-        data = SIMULATIONS.abi.encode_call(fn, *args)
+        data = self.simulations.abi.encode_call(fn, *args)
         return await self._trace(data, self.override, tracer, extra)
 
     async def trace_replay(
@@ -216,7 +231,9 @@ class Validator:
         if op.is_eip7702:
             return await self._judged(op, extra, *await self._trace_simulation(op, extra))
         if op_hash is None:
-            op_hash = user_op_hash(op, self.simulator.entry_point, self.chain_id)
+            op_hash = user_op_hash(
+                op, self.simulator.entry_point, self.chain_id, version=self.simulator.version
+            )
         calls = validation_calls(op, op_hash, self.sender_creator)
         simulated, replayed = await asyncio.gather(
             self.simulator.simulate_validation(op, extra),
@@ -243,7 +260,9 @@ class Validator:
         output = hex_to_bytes(result.get("returnValue") or "0x")
         if result.get("failed"):
             raise revert_error(output, "simulateValidation reverted")
-        outcome = _outcome(SIMULATIONS.abi.decode_output("simulateValidation", output))
+        outcome = _outcome(
+            self.simulator.simulations.abi.decode_output("simulateValidation", output)
+        )
         return outcome, result["structLogs"], None
 
     async def _judged(

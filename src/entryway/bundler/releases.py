@@ -1,0 +1,76 @@
+"""The bundlers of a chain's other EntryPoint releases, made beside its main one: same node
+client, executor keys and settings; their own mempool, reputation, simulation code and hash."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+from entryway import contracts
+from entryway.bundler.gas.estimation import GasEstimator
+from entryway.bundler.rpc_methods import BundlerRpc
+from entryway.bundler.service import Bundler, BundlerConfig
+from entryway.bundler.submission import TransactionManager
+from entryway.bundler.validation.simulation import Simulator, Validator
+from entryway.chain.rpc import EthClient
+from entryway.domain.entry_points import RELEASES, EntryPointVersion, release, version_at
+from entryway.domain.evm import checksum, create_address
+from entryway.errors import ConfigurationError
+
+# How the bundler itself is made from its parts: `Bundler`, or one that hands ops on.
+BundlerFactory = Callable[[EthClient, list[TransactionManager], Validator, BundlerConfig], Bundler]
+
+
+async def sender_creator_of(eth: EthClient, entry_point: str) -> str:
+    """The SenderCreator the EntryPoint made in its constructor (its first CREATE): v0.8
+    names it (`senderCreator()`); v0.7 keeps it private, so its address is derived."""
+    version = version_at(entry_point)
+    if version is EntryPointVersion.V07:
+        return create_address(entry_point, 1)
+    abi = contracts.load(release(version).artifact("EntryPoint")).abi
+    raw = await eth.call(entry_point, abi.encode_call("senderCreator"))
+    return checksum(abi.decode_output("senderCreator", raw)[0])
+
+
+async def check_entry_point_code(eth: EthClient, entry_point: str, chain_id: int) -> None:
+    """The EntryPoint is there, and is the release its address stands for."""
+    r = release(version_at(entry_point))
+    code = await eth.get_code(entry_point)
+    if not code:
+        raise ConfigurationError(f"no EntryPoint at {entry_point} on chain {chain_id}")
+    if not contracts.load(r.artifact("EntryPoint")).runtime_matches(code):
+        raise ConfigurationError(f"the code at {entry_point} is not EntryPoint v{r.version}")
+
+
+async def releases_present(eth: EthClient, besides: str) -> list[str]:
+    """The canonical EntryPoints, other than `besides`, that the chain carries."""
+    found = []
+    for r in RELEASES.values():
+        if r.address.lower() == besides.lower():
+            continue
+        code = await eth.get_code(r.address)
+        if code and contracts.load(r.artifact("EntryPoint")).runtime_matches(code):
+            found.append(r.address)
+    return found
+
+
+async def add_entry_point(
+    main: BundlerRpc, entry_point: str, *, make: BundlerFactory = Bundler
+) -> BundlerRpc:
+    """A bundler for `entry_point` on `main`'s chain, served by `main`'s RPC methods."""
+    bundler = main.bundler
+    eth = bundler.eth
+    entry_point = checksum(entry_point)
+    await check_entry_point_code(eth, entry_point, bundler.config.chain_id)
+    config = replace(bundler.config, entry_point=entry_point)
+    validator = Validator(
+        Simulator(eth, entry_point),
+        await sender_creator_of(eth, entry_point),
+        config.rules,
+        config.chain_id,
+        tracing=config.tracing,
+    )
+    sibling = make(eth, bundler.executors, validator, config)
+    rpc = BundlerRpc(sibling, GasEstimator(eth, entry_point, sibling.l1_fees), debug=main.debug)
+    main.serve_also(rpc)
+    return rpc
