@@ -250,3 +250,58 @@ def test_the_service_keys_are_checked_before_a_start(tmp_path: Path) -> None:
     assert found[0].startswith("secrets: ") and "32 bytes" in found[0]
     assert "c2hvcnQ=" not in found[0]
     assert found[1].startswith("admin_token_file: cannot read ")
+
+
+def test_the_v07_contracts_come_from_the_addresses_or_the_deploy_owner(tmp_path: Path) -> None:
+    from entryway.deploy.plan import Operator, plan_deployment
+    from entryway.domain.entry_points import V07
+    from entryway.domain.evm import checksum
+    from entryway.settings.checks import ChainKeys, deployment_of
+
+    derived = load_settings(write(tmp_path, chain_table(tmp_path)))
+    keys = read_chain_keys(0, derived.chains[0], derived)
+    assert isinstance(keys, ChainKeys)
+    deployment = deployment_of(derived.chains[0], keys)
+    plan = plan_deployment(
+        Operator(
+            "0x000000000000000000000000000000000000dEaD",
+            keys.paymaster_signer.address,
+            keys.notary_submitter.address,
+        )
+    )
+    assert deployment.entry_point_v07 == V07.address
+    assert deployment.paymaster_v07 == plan.paymaster_v07.address
+    assert deployment.simple_account_factory_v07 == plan.simple_account_factory_v07.address
+
+    given = {
+        "entry_point": "0x4337084d9e255ff0702461cf8895ce9e3b5ff108",
+        "account_factory": "0x" + "a1" * 20,
+        "paymaster": "0x" + "a2" * 20,
+        "notary": "0x" + "a3" * 20,
+    }
+    v08_only = "[chains.addresses]\n" + "".join(f'{k} = "{v}"\n' for k, v in given.items())
+    table = chain_table(tmp_path).replace(
+        'deploy_owner = "0x000000000000000000000000000000000000dEaD"\n', ""
+    )
+    settings = load_settings(write(tmp_path, table + v08_only))
+    only = deployment_of(settings.chains[0], keys)
+    assert only.entry_point == "0x4337084D9E255Ff0702461CF8895CE9E3b5Ff108"
+    assert (only.entry_point_v07, only.paymaster_v07, only.simple_account_factory_v07) == (
+        None,
+        None,
+        None,
+    )
+    assert "entryPointV07" not in only.as_json("http://node")
+
+    v07 = f'entry_point_v07 = "{V07.address.lower()}"\npaymaster_v07 = "0x{"b2" * 20}"\n'
+    v07 += f'simple_account_factory_v07 = "0x{"b3" * 20}"\n'
+    settings = load_settings(write(tmp_path, table + v08_only + v07))
+    both = deployment_of(settings.chains[0], keys)
+    assert both.entry_point_v07 == V07.address  # checksummed
+    assert both.paymaster_v07 == checksum("0x" + "b2" * 20)
+    assert both.as_json("http://node")["simpleAccountFactoryV07"] == checksum("0x" + "b3" * 20)
+
+    bad = table + v08_only + 'paymaster_v07 = "0xnothex"\n'
+    assert any(
+        p.startswith("chains[0].addresses.paymaster_v07: ") for p in problems(write(tmp_path, bad))
+    )

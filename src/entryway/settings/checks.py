@@ -162,18 +162,21 @@ def deployment_of(chain: ChainSettings, keys: ChainKeys) -> Deployment:
     """The addresses given, or those `entryway deploy` derived from the owner and keys."""
     if chain.addresses is not None:
         a = chain.addresses
-        return Deployment(chain.chain_id, a.entry_point, a.account_factory, a.paymaster, a.notary)
+        return Deployment(
+            chain.chain_id,
+            a.entry_point,
+            a.account_factory,
+            a.paymaster,
+            a.notary,
+            entry_point_v07=a.entry_point_v07,
+            paymaster_v07=a.paymaster_v07,
+            simple_account_factory_v07=a.simple_account_factory_v07,
+        )
     assert chain.deploy_owner is not None  # the model requires one of the two
     plan = plan_deployment(
         Operator(chain.deploy_owner, keys.paymaster_signer.address, keys.notary_submitter.address)
     )
-    return Deployment(
-        chain.chain_id,
-        plan.entry_point.address,
-        plan.account_factory.address,
-        plan.paymaster.address,
-        plan.notary.address,
-    )
+    return Deployment.of_plan(chain.chain_id, plan)
 
 
 def check_service_keys(settings: Settings) -> list[str]:
@@ -226,7 +229,8 @@ async def check_rpc_urls(index: int, chain: ChainSettings) -> list[str]:
 
 
 async def check_contracts(index: int, chain: ChainSettings, deployment: Deployment) -> list[str]:
-    """Code at the EntryPoint and the paymaster: a chain not deployed yet says so here."""
+    """Code at each EntryPoint and paymaster, and the notary: a chain not deployed yet (or
+    deployed before EntryPoint v0.7 was served beside v0.8) says so here."""
     problems: list[str] = []
     async with JsonRpcClient(
         chain.urls(), timeout=_CHECK_TIMEOUT_S, connect_timeout=_CHECK_TIMEOUT_S
@@ -236,7 +240,12 @@ async def check_contracts(index: int, chain: ChainSettings, deployment: Deployme
             ("entry_point", deployment.entry_point),
             ("paymaster", deployment.paymaster),
             ("notary", deployment.notary),
+            ("entry_point_v07", deployment.entry_point_v07),
+            ("paymaster_v07", deployment.paymaster_v07),
+            ("simple_account_factory_v07", deployment.simple_account_factory_v07),
         ):
+            if address is None:
+                continue  # v0.7 not configured: served without it
             try:
                 code = await eth.get_code(address)
             except EntrywayError:

@@ -221,11 +221,16 @@ class ContractAddresses(Section):
     account_factory: str
     paymaster: str
     notary: str
+    # EntryPoint v0.7 beside v0.8, with its own paymaster and SimpleAccountFactory (`entryway
+    # deploy` prints all three); without them the chain serves v0.8 only.
+    entry_point_v07: str | None = None
+    paymaster_v07: str | None = None
+    simple_account_factory_v07: str | None = None
 
     @field_validator("*")
     @classmethod
-    def _checksummed(cls, value: str) -> str:
-        return _address(value)
+    def _checksummed(cls, value: str | None) -> str | None:
+        return None if value is None else _address(value)
 
 
 class ChainSettings(Section):
