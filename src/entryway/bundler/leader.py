@@ -89,7 +89,12 @@ class LeaderIntake(Protocol):
     """The intake as the leader uses it (`storage.intake.OpIntakeStore`)."""
 
     async def open_ops(
-        self, chain_id: int, *, skip: frozenset[str] = frozenset(), limit: int = 500
+        self,
+        chain_id: int,
+        *,
+        skip: frozenset[str] = frozenset(),
+        limit: int = 500,
+        entry_point: str | None = None,
     ) -> Sequence[OpenOp]: ...
 
     async def mark(
@@ -147,7 +152,9 @@ class IntakeLeader:
         now = time.monotonic()
         skip = frozenset(self.loaded) | {h for h, at in self.waiting.items() if at > now}
         by_sender: dict[str, list[OpenOp]] = {}
-        rows = await self.intake.open_ops(self.chain_id, skip=skip)
+        rows = await self.intake.open_ops(
+            self.chain_id, skip=skip, entry_point=self.bundler.config.entry_point
+        )
         for row in rows:
             by_sender.setdefault(row.op.sender.lower(), []).append(row)
         room = asyncio.Semaphore(LOAD_CONCURRENCY)

@@ -125,15 +125,17 @@ async def _lead(
         bundler = bundler_rpc.bundler
         if bundler.config.chain_id != chain_id:
             raise EntrywayError(f"the node answers chain {bundler.config.chain_id}, not {chain_id}")
-        leader = IntakeLeader(bundler, OpIntakeStore(lock.engine))
-        await bundler.start()
+        # One leader per EntryPoint the chain carries, each bundling the intake's ops sent to it.
+        intake = OpIntakeStore(lock.engine)
+        leaders = [IntakeLeader(b, intake) for b in bundler_rpc.bundlers]
+        await bundler_rpc.start()
         leadership.bundler = bundler
         try:
             while not stop.is_set():
                 if not await lock.still_held():
                     raise LeadershipLostError(f"chain {chain_id}: lost the bundler leader lock")
                 try:
-                    await leader.step()
+                    await asyncio.gather(*(leader.step() for leader in leaders))
                 except RpcTransportError as exc:
                     # Logged once per outage by the node client, not once per step.
                     log.debug("chain %d: the intake step waits for the node: %s", chain_id, exc)
@@ -143,7 +145,7 @@ async def _lead(
                     await asyncio.wait_for(stop.wait(), INTAKE_POLL_S)
         finally:
             leadership.bundler = None
-            await bundler.stop()
+            await bundler_rpc.stop()
 
 
 def bundles_from_intake(settings: Settings, chain_id: int) -> bool:

@@ -201,15 +201,22 @@ class OpIntakeStore:
         return None if row is None else _record(row)
 
     async def open_ops(
-        self, chain_id: int, *, skip: frozenset[str] = frozenset(), limit: int = 500
+        self,
+        chain_id: int,
+        *,
+        skip: frozenset[str] = frozenset(),
+        limit: int = 500,
+        entry_point: str | None = None,
     ) -> list[IntakeRecord]:
-        """The chain's ops still owed an outcome, oldest first, but those in `skip` (already
-        loaded by the caller)."""
+        """The chain's ops still owed an outcome (those sent to `entry_point`, if given),
+        oldest first, but those in `skip` (already loaded by the caller)."""
         query = (
             select(op_intake)
             .where(op_intake.c.chain_id == chain_id, op_intake.c.state.in_(OPEN))
             .order_by(op_intake.c.received_at)
         )
+        if entry_point is not None:
+            query = query.where(op_intake.c.entry_point == entry_point)
         if skip:
             query = query.where(op_intake.c.user_op_hash.not_in(sorted(skip)))
         async with self.engine.connect() as db:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from entryway.bundler.rpc_types import user_operation_json
+from entryway.domain.entry_points import V07
 from entryway.domain.userop import UserOperation
 from tests.integration.bundler.conftest import RpcClient
 from tests.integration.harness import ACCOUNT, COUNTER, ETHER, Harness
@@ -20,7 +21,10 @@ async def sponsored_op(h: Harness, call_data: bytes = b"", **kw: object) -> User
 
 async def test_chain_id_and_entry_points(client: RpcClient, harness: Harness) -> None:
     assert await client.result("eth_chainId") == hex(harness.chain_id)
-    assert await client.result("eth_supportedEntryPoints") == [harness.deployment.entry_point]
+    assert await client.result("eth_supportedEntryPoints") == [
+        harness.deployment.entry_point,
+        V07.address,  # the devnet carries v0.7 too; the bundler serves each EntryPoint found
+    ]
 
 
 async def test_send_then_bundle_then_receipt(client: RpcClient, harness: Harness) -> None:
@@ -156,7 +160,7 @@ async def test_unsupported_entry_point_and_unknown_method(
     error = await client.error(
         "eth_sendUserOperation",
         user_operation_json(op),
-        "0x0000000071727De22E5E9d8BAf0edAc6f37da032",
+        "0x5FF137D4b0FDCD49DcA30c7CF57E578a026d2789",  # v0.6: not served
     )
     assert error["code"] == INVALID_PARAMS and "unsupported EntryPoint" in error["message"]
     assert (await client.error("eth_noSuchMethod"))["code"] == -32601

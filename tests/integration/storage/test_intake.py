@@ -99,6 +99,11 @@ async def test_the_leader_reads_open_ops_and_writes_their_outcome(engine: AsyncE
         hash_of(2),
         hash_of(3),
     ]
+    # Each EntryPoint's leader reads only the ops sent to its EntryPoint.
+    assert len(await intake.open_ops(CHAIN, entry_point=ENTRY_POINT)) == 3
+    assert (
+        await intake.open_ops(CHAIN, entry_point="0x0000000071727De22E5E9d8BAf0edAc6f37da032") == []
+    )
     tx = "0x" + "cd" * 32
     assert await intake.mark(CHAIN, hash_of(1), OpStatus.SUBMITTED, tx_hash=tx)
     assert await intake.mark(CHAIN, hash_of(1), OpStatus.INCLUDED, tx_hash=tx)
