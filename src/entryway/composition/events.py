@@ -1,12 +1,15 @@
 """Hooks that turn what the service notices into webhook events: credit alerts, a sponsored
 op's receipt (and the account it deployed), a sponsored op dropped or its hold released
-unsent, a paymaster deposit running low. Wired by the composition root."""
+unsent, a sponsored op whose block a reorg removed, a paymaster deposit running low. Wired
+by the composition root."""
 
 from __future__ import annotations
 
 from entryway.bundler.port import Receipt
 from entryway.domain.webhooks import EventPublisher, EventType
 from entryway.paymaster.deposit import DepositAlert, DepositStatus
+from entryway.paymaster.inclusions import Reversal
+from entryway.paymaster.reorgs import Reorged
 from entryway.paymaster.settlement import Dropped, ReleasedUnsent, Settled, SponsoredOp
 from entryway.service.metering import AlertHook
 from entryway.storage.store import Store
@@ -33,10 +36,13 @@ def op_events(events: EventPublisher) -> Settled:
             "userOpHash": sponsored.user_op_hash,
             "sender": sponsored.op.sender,
             "transactionHash": receipt.transaction_hash,
+            "blockNumber": receipt.block_number,
             "actualGasCost": hex(receipt.actual_gas_cost),
             "reason": receipt.reason,
         }
         key = f"{kind.value}:{sponsored.chain_id}:{sponsored.user_op_hash}"
+        if sponsored.reorged:  # mined again after a reorg removed its block: announced again
+            key += f"#{sponsored.reorged}"
         await events.emit(kind, sponsored.project_id, data, idempotency_key=key)
         if receipt.deployed is not None:
             await _account_deployed(events, sponsored, receipt)
@@ -76,6 +82,27 @@ def dropped_events(events: EventPublisher) -> Dropped:
         }
         key = f"{EventType.USEROP_DROPPED.value}:{sponsored.chain_id}:{sponsored.user_op_hash}"
         await events.emit(EventType.USEROP_DROPPED, sponsored.project_id, data, idempotency_key=key)
+
+    return emit
+
+
+def reorged_events(events: EventPublisher) -> Reorged:
+    """A settled sponsorship reversed because a reorg removed its op's block becomes
+    userop.reorged (once per reversal)."""
+
+    async def emit(reversal: Reversal) -> None:
+        data = {
+            "chainId": reversal.chain_id,
+            "userOpHash": reversal.user_op_hash,
+            "transactionHash": reversal.transaction_hash,
+            "blockNumber": reversal.block_number,
+            "creditsReversed": reversal.credits,
+        }
+        key = (
+            f"{EventType.USEROP_REORGED.value}:{reversal.chain_id}:{reversal.user_op_hash}"
+            f":{reversal.reversals}"
+        )
+        await events.emit(EventType.USEROP_REORGED, reversal.project_id, data, idempotency_key=key)
 
     return emit
 

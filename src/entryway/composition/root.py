@@ -22,6 +22,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from entryway.bundler.rpc_methods import BundlerRpc
 from entryway.bundler.standalone import StandaloneSettings, build_bundler
 from entryway.bundler.states import BundlingMode
+from entryway.chain.finality import Finality
+from entryway.chain.follower import BlockRef
+from entryway.chain.following import ChainFollower
 from entryway.chain.price_feed import NativePriceFeed
 from entryway.chain.rpc import EthClient, JsonRpcClient
 from entryway.chain.transactor import Transactor
@@ -31,6 +34,7 @@ from entryway.composition.events import (
     deposit_events,
     dropped_events,
     op_events,
+    reorged_events,
     unsent_events,
 )
 from entryway.domain.notarization import NotarySettings
@@ -41,6 +45,7 @@ from entryway.notary.batcher import running_batcher
 from entryway.notary.service import Notary
 from entryway.paymaster.deposit import DepositWatcher
 from entryway.paymaster.erc7677 import PaymasterChain, PaymasterRpc
+from entryway.paymaster.reorgs import SponsorshipReorgs
 from entryway.paymaster.settlement import (
     GRACE_SECONDS,
     SETTLE_TASK,
@@ -59,10 +64,12 @@ from entryway.storage.billing import Billing
 from entryway.storage.engine import make_engine, migrate
 from entryway.storage.maintenance import MaintenanceRecords
 from entryway.storage.notary import NotaryStore
+from entryway.storage.notary_reanchor import unanchor_in_blocks
 from entryway.storage.policies import PolicyStore, SqlSponsorshipUsage
 from entryway.storage.private_files import private_directory, write_private_file
 from entryway.storage.secret_box import SecretBox
 from entryway.storage.store import Store
+from entryway.storage.tasks import TaskQueue
 from entryway.storage.webhook_secrets import seal_stored_secrets
 from entryway.storage.webhooks import WebhookStore
 from entryway.wallets.tasks import wallet_task_handlers
@@ -147,6 +154,7 @@ async def build_services(
             await stack.enter_async_context(
                 running_batcher(notary.store, services.chains, notary.settings)
             )
+            await _follow_chains(stack, services, store, events, notary, prepared)
         handlers: dict[str, Handler] = {
             **notary_tasks,
             **wallet_task_handlers(recovery_flows(services)),
@@ -244,6 +252,7 @@ async def _paymaster(
         on_dropped=dropped_events(events),
         on_released_unsent=unsent_events(events),
         counted=services.platform.meter.counted,
+        inclusions=store.ledger,
         unsent_after=timedelta(
             seconds=(window.validity_s + window.clock_skew_s if window else 0) + GRACE_SECONDS
         ),
@@ -281,6 +290,47 @@ def _notary(
         transactor = Transactor(runtime.eth, chain.keys.notary_submitter, runtime.chain_id)
         anchorers[runtime.chain_id] = Anchorer(transactor, chain.deployment.notary)
     return notary, dict(notary_handlers(notaries, anchorers, events))
+
+
+async def _follow_chains(
+    stack: AsyncExitStack,
+    services: Services,
+    store: Store,
+    events: WebhookStore,
+    notary: Notary,
+    prepared: tuple[PreparedChain, ...],
+) -> None:
+    """A follower per chain (`chain.following`): the blocks a reorg removes reverse the
+    sponsorships settled in them and re-anchor the notary batches anchored in them; each new
+    head makes the settlements deep enough final (`chain.finality`)."""
+    sponsorships = SponsorshipReorgs(store.ledger, TaskQueue(store.engine), reorged_events(events))
+
+    async def removed(chain_id: int, blocks: list[BlockRef]) -> None:
+        numbers = [b.number for b in blocks]
+        await sponsorships.removed(chain_id, numbers)
+        for batch in await unanchor_in_blocks(notary.store, chain_id, numbers):
+            log.warning(
+                "notary batch %s lost its anchor in block %d of chain %d; anchoring it again",
+                batch.batch_id,
+                batch.block_number,
+                chain_id,
+            )
+
+    async def new_head(chain_id: int, head: BlockRef, finality: Finality) -> None:
+        await store.ledger.finalize(chain_id, finality.final_up_to(head.number))
+
+    for chain in prepared:
+        runtime = services.chains[chain.settings.chain_id]
+        follower = await ChainFollower.for_node(
+            runtime.eth,
+            runtime.chain_id,
+            finality_depth=chain.settings.finality_depth,
+            reorg_depth=chain.settings.reorg_depth,
+            on_removed=removed,
+            on_head=new_head,
+        )
+        services.finality[runtime.chain_id] = follower.finality
+        _background(stack, follower.follow())
 
 
 async def _follow_price_feed(

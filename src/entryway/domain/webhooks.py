@@ -48,11 +48,13 @@ class EventType(StrEnum):
     USEROP_INCLUDED = "userop.included"
     USEROP_FAILED = "userop.failed"
     USEROP_DROPPED = "userop.dropped"
+    USEROP_REORGED = "userop.reorged"  # a reorg removed the block it was mined in
     ACCOUNT_DEPLOYED = "account.deployed"
     RECOVERY_STARTED = "recovery.started"
     RECOVERY_FINALIZED = "recovery.finalized"
     RECOVERY_CANCELLED = "recovery.cancelled"
     NOTARIZATION_ANCHORED = "notarization.anchored"
+    NOTARIZATION_REANCHORED = "notarization.reanchored"  # anchored again after a reorg
     CREDITS_LOW = "credits.low"
     CREDITS_OVERAGE = "credits.overage"
     PAYMASTER_DEPOSIT_LOW = "paymaster.deposit_low"

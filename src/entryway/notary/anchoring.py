@@ -27,6 +27,7 @@ from entryway.domain.webhooks import EventPublisher, EventType
 from entryway.notary.anchor import Anchorer
 from entryway.notary.verify import block_time_text
 from entryway.storage.notary import NotaryStore
+from entryway.storage.notary_reanchor import reanchors
 
 EVENT_CHUNK = 1_000
 NO_ANCHORER_RETRY_SECONDS = 60.0
@@ -94,12 +95,15 @@ class AnchorBatchHandler:
         return recorded
 
     async def announce(self, batch: Batch) -> int:
-        """One `notarization.anchored` event per project and chunk of the batch; how many."""
+        """One `notarization.anchored` event per project and chunk of the batch (after a reorg
+        removed its anchor, `notarization.reanchored`, once per re-anchoring); how many."""
         assert batch.anchor is not None and batch.root is not None
         by_project: dict[str, list[BatchMember]] = {}
         for member in await self.store.members(batch.batch_id):
             by_project.setdefault(member.project_id, []).append(member)
         anchor = batch.anchor
+        again = await reanchors(self.store, batch.batch_id)
+        kind = EventType.NOTARIZATION_REANCHORED if again else EventType.NOTARIZATION_ANCHORED
         common = {
             "chainId": batch.chain_id,
             "batchId": batch.batch_id,
@@ -112,6 +116,8 @@ class AnchorBatchHandler:
             "blockTime": anchor.block_time,
             "anchoredAt": block_time_text(anchor.block_time),
         }
+        if again:
+            common["reanchors"] = again  # how often a reorg removed its anchor
         sent = 0
         for project_id, members in by_project.items():
             parts = _chunks(members, self.event_chunk)
@@ -129,10 +135,8 @@ class AnchorBatchHandler:
                         for m in part
                     ],
                 }
-                key = f"{EventType.NOTARIZATION_ANCHORED.value}:{batch.batch_id}:{number}"
-                await self.events.emit(
-                    EventType.NOTARIZATION_ANCHORED, project_id, data, idempotency_key=key
-                )
+                key = f"{kind.value}:{batch.batch_id}:{number}" + (f"#{again}" if again else "")
+                await self.events.emit(kind, project_id, data, idempotency_key=key)
                 sent += 1
         return sent
 

@@ -19,12 +19,20 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from entryway.bundler.errors import BundlerError
 from entryway.bundler.port import BundlerPort, OpStatus, Receipt
 from entryway.domain.pricebook import OperationType, PriceBook
 from entryway.domain.tasks import PermanentTaskError, RetryTaskError, Task
 from entryway.domain.userop import UserOperation
 from entryway.domain.userop_json import op_from_json, op_to_json
-from entryway.paymaster.costs import CreditsCounted, release_sponsorship, settle_sponsorship
+from entryway.paymaster.costs import (
+    CreditsCounted,
+    release_sponsorship,
+    settle_sponsorship,
+    sponsorship_key,
+    sponsorship_quote,
+)
+from entryway.paymaster.inclusions import Inclusion, InclusionLedger
 from entryway.paymaster.ports import SettlementLedger
 
 SPONSORED = OperationType.SPONSORED_USER_OPERATION.value
@@ -50,6 +58,7 @@ class SponsoredOp:
     user_op_hash: str
     op: UserOperation
     valid_until: int  # unix seconds, from the paymaster data
+    reorged: int = 0  # how often a reorg removed the block it was mined in (`paymaster.reorgs`)
 
 
 class SponsorshipSettler:
@@ -69,6 +78,7 @@ class SponsorshipSettler:
         on_dropped: Dropped | None = None,
         on_released_unsent: ReleasedUnsent | None = None,
         counted: CreditsCounted | None = None,
+        inclusions: InclusionLedger | None = None,
     ) -> None:
         self.ledger = ledger
         self.prices = prices
@@ -80,6 +90,9 @@ class SponsorshipSettler:
         self.on_dropped = on_dropped
         self.on_released_unsent = on_released_unsent
         self.counted = counted  # the credits metric, told each settlement's charge
+        # Records the block of each settlement, so that a reorg removing it reverses it.
+        self.inclusions = inclusions
+        self._resent: set[tuple[int, str]] = set()  # reorged ops sent to the mempool again
         self._task: asyncio.Task[None] | None = None
         self._failing: set[tuple[str, str]] = set()  # holds the sweep could not release
 
@@ -89,22 +102,14 @@ class SponsorshipSettler:
         now = datetime.now(UTC)
         receipt = await bundler.receipt(sponsored.user_op_hash)
         if receipt is not None:
-            await settle_sponsorship(
-                self.ledger,
-                self.prices,
-                project_id=sponsored.project_id,
-                chain_id=sponsored.chain_id,
-                op=sponsored.op,
-                actual_gas_cost_wei=receipt.actual_gas_cost,
-                at=now,
-                counted=self.counted,
-                l1_fee_wei=receipt.l1_fee,
-            )
+            await self._settle(sponsored, receipt, now)
             if self.on_settled is not None:
                 await self.on_settled(sponsored, receipt)
             return True
         report = await bundler.status(sponsored.user_op_hash)
         status = report.status
+        if sponsored.reorged and status in _UNMINED and await self._send_again(sponsored):
+            return False
         expired = self.clock() > sponsored.valid_until + GRACE_SECONDS
         if status is OpStatus.DROPPED or (expired and status in _UNMINED):
             await release_sponsorship(
@@ -119,6 +124,61 @@ class SponsorshipSettler:
                 await self.on_dropped(sponsored, reason or EXPIRED_UNMINED)
             return True
         return False
+
+    async def _settle(self, sponsored: SponsoredOp, receipt: Receipt, now: datetime) -> None:
+        if self.inclusions is None:
+            await settle_sponsorship(
+                self.ledger,
+                self.prices,
+                project_id=sponsored.project_id,
+                chain_id=sponsored.chain_id,
+                op=sponsored.op,
+                actual_gas_cost_wei=receipt.actual_gas_cost,
+                at=now,
+                counted=self.counted,
+                l1_fee_wei=receipt.l1_fee,
+            )
+            return
+        actual = sponsorship_quote(
+            self.prices,
+            sponsored.chain_id,
+            sponsored.op,
+            receipt.actual_gas_cost,
+            receipt.l1_fee,
+        )
+        inclusion = Inclusion(
+            sponsored.chain_id,
+            sponsored.user_op_hash,
+            receipt.block_number,
+            receipt.transaction_hash,
+        )
+        key = sponsorship_key(sponsored.chain_id, sponsored.op)
+        record = await self.inclusions.settle_included(
+            sponsored.project_id, key, actual, now, inclusion
+        )
+        if self.counted is not None and not record.duplicate:
+            self.counted(actual.operation.value, record.credits)
+
+    async def _send_again(self, sponsored: SponsoredOp) -> bool:
+        """A reorg removed the block of this op, and no block has it now: back to the
+        mempool if still valid (once per process). False when it is not (it is dropped)."""
+        key = (sponsored.chain_id, sponsored.user_op_hash)
+        if key in self._resent or self.clock() > sponsored.valid_until:
+            return False
+        try:
+            await self.chains[sponsored.chain_id].send(sponsored.op)
+        except BundlerError as exc:
+            log.info(
+                "op %s, whose block a reorg removed, is no longer valid: %s",
+                sponsored.user_op_hash,
+                exc.message,
+            )
+            return False
+        self._resent.add(key)
+        log.info(
+            "op %s, whose block a reorg removed, is back in the mempool", sponsored.user_op_hash
+        )
+        return True
 
     async def sweep(self) -> int:
         now = datetime.now(UTC)
@@ -149,13 +209,16 @@ class SponsorshipSettler:
 
 
 def settle_payload(sponsored: SponsoredOp) -> dict[str, Any]:
-    return {
+    payload = {
         "projectId": sponsored.project_id,
         "chainId": sponsored.chain_id,
         "userOpHash": sponsored.user_op_hash,
         "op": op_to_json(sponsored.op),
         "validUntil": sponsored.valid_until,
     }
+    if sponsored.reorged:
+        payload["reorged"] = sponsored.reorged
+    return payload
 
 
 class SettleHandler:
@@ -172,6 +235,7 @@ class SettleHandler:
             str(p["userOpHash"]),
             op_from_json(p["op"]),
             int(p["validUntil"]),
+            int(p.get("reorged", 0)),
         )
         if sponsored.chain_id not in self.settler.chains:
             raise PermanentTaskError(f"this service has no chain {sponsored.chain_id}")

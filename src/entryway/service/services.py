@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from entryway.bundler.rpc_methods import BundlerRpc
+from entryway.chain.finality import Finality
 from entryway.chain.rpc import EthClient
 from entryway.deploy.deployer import Deployment
 from entryway.domain.destinations import PUBLIC_ONLY, DestinationPolicy
@@ -51,6 +52,7 @@ class Services:
     paymaster: PaymasterRpc | None = None  # ERC-7677 on /rpc/{chainId}
     settler: SponsorshipSettler | None = None  # settles the holds of sponsored ops
     deposits: dict[int, DepositStatus] = field(default_factory=dict)  # latest, by chain
+    finality: dict[int, Finality] = field(default_factory=dict)  # each followed chain's depths
     notary: Notary | None = None  # notarization intake; anchoring runs in the worker
     webhook_destinations: DestinationPolicy = PUBLIC_ONLY  # where endpoint URLs may point
     webhook_secrets: SecretBox | None = None  # seals signing secrets; None: none can be made

@@ -257,6 +257,12 @@ class ChainSettings(Section):
     native_token_price_micro_eur: PositiveInt | None = None
     price_feed: str | None = None
     price_feed_max_age_s: PositiveInt = 3_600
+    # Confirmations after which an op's receipt, and the credits its sponsorship settled,
+    # are final; and how many recent blocks the chain's follower compares to see reorgs.
+    # Defaults per chain (chain/finality.py): Polygon 128, Base 60, others 64, a development
+    # node 1 (reorg depth: at least 64 and the finality depth).
+    finality_depth: PositiveInt | None = None
+    reorg_depth: PositiveInt | None = None
     name: str | None = None
     native_token: str | None = None
     testnet: bool | None = None

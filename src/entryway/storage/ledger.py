@@ -16,17 +16,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import insert, select
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from entryway.domain.billing import BillingConfig
-from entryway.domain.credits import CreditLot, LotKind, check_amount
+from entryway.domain.credits import CreditLot, LotKind
 from entryway.domain.pricebook import Quote
+from entryway.paymaster.inclusions import Inclusion, Reversal
 from entryway.paymaster.ports import AcceptedOp
 from entryway.storage import ledger_postings as postings
+from entryway.storage import ledger_reorgs as reorgs
 from entryway.storage.ledger_accepted import write_accepted
 from entryway.storage.ledger_group import GroupCommit
 from entryway.storage.ledger_queries import LedgerQueries
@@ -39,10 +40,9 @@ from entryway.storage.ledger_records import (
     UsageStatus,
     lot_row,
     purchase_lot_id,
-    quote_breakdown,
     utc,
 )
-from entryway.storage.schema import credit_lots, usage_events
+from entryway.storage.schema import credit_lots
 from entryway.storage.tasks import TaskQueue
 
 __all__ = [
@@ -191,35 +191,53 @@ class Ledger(LedgerQueries):
         self, project_id: str, idempotency_key: str, actual: Quote | None, at: datetime
     ) -> UsageRecord:
         async def work(db: AsyncConnection) -> UsageRecord:
-            await postings.lock_project(db, project_id, self.config)
-            event = await postings.event(db, project_id, idempotency_key)
-            if event is None:
-                raise LedgerError(f"no hold {idempotency_key!r}")
-            if event.status != UsageStatus.HELD:
-                return UsageRecord(
-                    event.event_id, event.credits, event.overage, True, UsageStatus(event.status)
-                )
-            target = 0 if actual is None else check_amount(actual.credits, "a settlement")
-            delta = target - int(event.credits)
-            if delta > 0:
-                await postings.draw(db, project_id, event.event_id, delta, at)
-            elif delta < 0:
-                await postings.give_back(db, project_id, event.event_id, -delta)
-            status = UsageStatus.RELEASED if actual is None else UsageStatus.SETTLED
-            values: dict[str, Any] = {"credits": target, "status": status.value, "settled_at": at}
-            if actual is not None:
-                values["breakdown"] = quote_breakdown(actual)
-            await db.execute(
-                update(usage_events)
-                .where(usage_events.c.event_id == event.event_id)
-                .values(**values)
+            return await postings.finish_hold(
+                db, self.config, project_id, idempotency_key, actual, at
             )
-            overage = await db.scalar(
-                select(usage_events.c.overage).where(usage_events.c.event_id == event.event_id)
-            )
-            return UsageRecord(event.event_id, target, int(overage or 0), False, status)
 
         return await postings.run_unit(self.engine, work)
+
+    # ------------------------------------------------------------ reorgs
+
+    async def settle_included(
+        self, project_id: str, hold_key: str, actual: Quote, at: datetime, inclusion: Inclusion
+    ) -> UsageRecord:
+        """`settle`, recording the block the op was mined in (`ledger_reorgs`); a hold whose
+        settlements a reorg all reversed settles again."""
+
+        async def work(db: AsyncConnection) -> UsageRecord:
+            return await reorgs.settle_included(
+                db, self.config, project_id, hold_key, actual, at, inclusion
+            )
+
+        return await postings.run_unit(self.engine, work)
+
+    async def reverse_in_blocks(
+        self,
+        chain_id: int,
+        block_numbers: Sequence[int],
+        at: datetime,
+        follow_up: reorgs.FollowUp | None = None,
+    ) -> list[Reversal]:
+        """Reverse every settlement standing on an op mined in these blocks of the chain,
+        each in a unit of work of its own with `follow_up`; the reversals made."""
+        async with self.engine.connect() as db:
+            standing = await reorgs.standing_in_blocks(db, chain_id, block_numbers)
+        done = []
+        for event_id in standing:
+
+            async def work(db: AsyncConnection, event_id: str = event_id) -> Reversal | None:
+                return await reorgs.reverse(db, self.config, event_id, at, follow_up)
+
+            reversal = await postings.run_unit(self.engine, work)
+            if reversal is not None:
+                done.append(reversal)
+        return done
+
+    async def finalize(self, chain_id: int, up_to_block: int) -> int:
+        """The chain's settlements mined up to `up_to_block` are final; how many became so."""
+        async with self.engine.begin() as db:
+            return await reorgs.finalize(db, chain_id, up_to_block)
 
     async def link(self, project_id: str, idempotency_key: str, reference: str) -> bool:
         """Attach a reference to an existing event (a sponsorship hold, once its op is sent)."""

@@ -25,6 +25,7 @@ from entryway.domain.credits import (
     check_hold,
 )
 from entryway.domain.plans import plan
+from entryway.domain.pricebook import Quote
 from entryway.storage.ledger_records import (
     Charge,
     LedgerError,
@@ -265,6 +266,43 @@ async def shift_overage(db: AsyncConnection, project_id: str, event_id: str, cre
         .where(projects.c.project_id == project_id)
         .values(cycle_overage=max(current + credits, 0))
     )
+
+
+async def finish_hold(
+    db: AsyncConnection,
+    config: BillingConfig,
+    project_id: str,
+    idempotency_key: str,
+    actual: Quote | None,
+    at: datetime,
+) -> UsageRecord:
+    """Settle a hold on `actual` (the difference drawn or given back), or release it whole
+    (`actual` None). A hold already settled or released is left as it is (a duplicate)."""
+    await lock_project(db, project_id, config)
+    found = await event(db, project_id, idempotency_key)
+    if found is None:
+        raise LedgerError(f"no hold {idempotency_key!r}")
+    if found.status != UsageStatus.HELD:
+        return UsageRecord(
+            found.event_id, found.credits, found.overage, True, UsageStatus(found.status)
+        )
+    target = 0 if actual is None else check_amount(actual.credits, "a settlement")
+    delta = target - int(found.credits)
+    if delta > 0:
+        await draw(db, project_id, found.event_id, delta, at)
+    elif delta < 0:
+        await give_back(db, project_id, found.event_id, -delta)
+    status = UsageStatus.RELEASED if actual is None else UsageStatus.SETTLED
+    values: dict[str, Any] = {"credits": target, "status": status.value, "settled_at": at}
+    if actual is not None:
+        values["breakdown"] = quote_breakdown(actual)
+    await db.execute(
+        update(usage_events).where(usage_events.c.event_id == found.event_id).values(**values)
+    )
+    overage = await db.scalar(
+        select(usage_events.c.overage).where(usage_events.c.event_id == found.event_id)
+    )
+    return UsageRecord(found.event_id, target, int(overage or 0), False, status)
 
 
 async def event(db: AsyncConnection, project_id: str, idempotency_key: str) -> Any:

@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from entryway.domain.credits import CreditAccount, CreditLot, LotKind
 from entryway.storage import ledger_postings as postings
 from entryway.storage.ledger_records import UsageStatus, utc
+from entryway.storage.ledger_reorgs import unsettled_inclusions
 from entryway.storage.schema import credit_lots, usage_events
 
 
@@ -36,9 +37,11 @@ class LedgerQueries:
         return account
 
     async def credits_for(self, project_id: str, reference: str) -> tuple[int, bool]:
-        """The credits charged under a reference, and whether all of it is final (no hold
-        still waiting for its receipt)."""
+        """The credits charged under a reference (net of reversals), and whether all of it
+        is final: no hold still waiting for its receipt, and every settlement standing
+        mined deep enough in its chain (`ledger_reorgs.finalize`)."""
         async with self.engine.connect() as db:
+            unsettled = await unsettled_inclusions(db, project_id, reference)
             rows = (
                 await db.execute(
                     select(usage_events.c.credits, usage_events.c.status).where(
@@ -47,7 +50,7 @@ class LedgerQueries:
                     )
                 )
             ).all()
-        final = all(r.status != UsageStatus.HELD for r in rows)
+        final = not unsettled and all(r.status != UsageStatus.HELD for r in rows)
         return sum(int(r.credits) for r in rows), final
 
     async def unreferenced_holds(

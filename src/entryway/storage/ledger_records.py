@@ -16,6 +16,9 @@ class UsageStatus(StrEnum):
     HELD = "held"
     SETTLED = "settled"
     RELEASED = "released"
+    # An explicit entry giving back a settlement whose op's block a reorg removed: negative
+    # credits, overage and draws, the settlement itself left as it was (storage.ledger_reorgs).
+    REVERSED = "reversed"
 
 
 class LedgerError(CreditError):

@@ -216,6 +216,26 @@ usage_draws = Table(
     Column("credits", BigInteger, nullable=False),
 )
 
+# Where a settled sponsorship's op was mined (`storage.ledger_reorgs`): the block its receipt
+# was in, so that a reorg removing that block reverses the settlement (`reversal_event_id`,
+# an explicit entry), and so that the credits count as final once the block is deep enough.
+op_inclusions = Table(
+    "op_inclusions",
+    metadata,
+    Column("event_id", String(36), ForeignKey("usage_events.event_id"), primary_key=True),
+    Column("project_id", String(36), ForeignKey("projects.project_id"), nullable=False),
+    Column("chain_id", BigInteger, nullable=False),
+    Column("user_op_hash", String(66), nullable=False),
+    Column("hold_key", String(200), nullable=False),  # the sponsorship hold it settled
+    Column("block_number", BigInteger, nullable=False),
+    Column("transaction_hash", String(66), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("final", Boolean, nullable=False, server_default=false()),
+    Column("reversal_event_id", String(36), nullable=True),
+    Index("ix_op_inclusions_chain_id", "chain_id", "block_number"),
+    Index("ix_op_inclusions_project_id", "project_id", "hold_key"),
+)
+
 # Free reads are counted, not charged one by one: per key, endpoint, chain and UTC day.
 request_counts = Table(
     "request_counts",
@@ -389,6 +409,8 @@ notary_batches = Table(
     Column("block_number", BigInteger, nullable=True),
     Column("block_time", BigInteger, nullable=True),  # Unix seconds
     Column("task_id", String(36), nullable=True),  # the anchoring task
+    # How often a reorg removed its anchor's block and it was anchored again.
+    Column("reanchors", Integer, nullable=False, server_default="0"),
     Column("error", Text, nullable=True),
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("anchored_at", DateTime(timezone=True), nullable=True),

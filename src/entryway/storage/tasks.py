@@ -342,6 +342,17 @@ class TaskQueue:
             ).one_or_none()
         return None if row is None else _task(row)
 
+    async def keyed_in(self, db: AsyncConnection, kind: str, idempotency_key: str) -> Task | None:
+        """The task of `kind` under an idempotency key, read in the caller's transaction."""
+        row = (
+            await db.execute(
+                select(tasks).where(
+                    tasks.c.kind == kind, tasks.c.idempotency_key == idempotency_key
+                )
+            )
+        ).one_or_none()
+        return None if row is None else _task(row)
+
     async def find(self, task_id: str) -> Task | None:
         """Any task, for the service itself."""
         async with self.engine.connect() as db:
