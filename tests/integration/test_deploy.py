@@ -201,6 +201,29 @@ async def test_deploy_command_brings_up_a_bare_chain(tmp_path: Path) -> None:
         await node.stop()
 
 
+async def test_the_standalone_bundler_deploys_both_entry_points_when_asked() -> None:
+    from entryway.bundler.standalone import StandaloneSettings, build_bundler
+
+    node = AnvilProcess(AnvilConfig(chain_id=8453, default_create2_deployer=False))
+    await node.start()
+    try:
+        async with JsonRpcClient(node.rpc_url) as rpc:
+            eth = EthClient(rpc)
+            key = Harness.new_key()
+            await rpc.request("anvil_setBalance", [key.address, hex(10**20)])
+            settings = StandaloneSettings(
+                rpc_url=node.rpc_url,
+                entry_point=V08.address,
+                executor_keys=(key,),
+                deploy_entry_point=True,
+            )
+            await build_bundler(eth, settings)
+            assert runtime_matches(await eth.get_code(V08.address), "EntryPoint")
+            assert runtime_matches(await eth.get_code(V07.address), "EntryPointV07")
+    finally:
+        await node.stop()
+
+
 async def test_deploy_refuses_a_chain_id_mismatch(devnet: Devnet, tmp_path: Path) -> None:
     key_file = tmp_path / "operator.key"
     key_file.write_text(Harness.new_key().key.hex())
