@@ -56,7 +56,7 @@ async def books(engine: AsyncEngine, pid: str) -> tuple[int, int, int, int]:
                 func.coalesce(func.sum(credit_lots.c.amount - credit_lots.c.remaining), 0)
             ).where(credit_lots.c.project_id == pid)
         )
-    return int(events), int(draws), int(lots), int(overage)
+    return int(events or 0), int(draws or 0), int(lots or 0), int(overage or 0)
 
 
 async def cycle_overage(engine: AsyncEngine, pid: str) -> int:
