@@ -7,7 +7,7 @@ node failure is one too (`INTERNAL_ERROR`), as the JSON-RPC dispatcher would ans
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from typing import Any, NewType, Protocol, TypeVar
 
@@ -114,11 +114,22 @@ def _hash(user_op_hash: str) -> bytes:
 
 
 class InProcessBundler:
-    """`BundlerPort` over the bundler running in this process."""
+    """`BundlerPort` over the bundler running in this process. Ops are sent to its
+    EntryPoint; an op's status and receipt are also looked for with `others`, the bundlers of
+    the chain's other EntryPoints (an op sent to v0.7 is settled and reported like any)."""
 
-    def __init__(self, bundler: Bundler, estimator: GasEstimator) -> None:
+    def __init__(
+        self, bundler: Bundler, estimator: GasEstimator, others: Sequence[Bundler] = ()
+    ) -> None:
         self.bundler = bundler
         self.estimator = estimator
+        self.others = tuple(others)
+
+    def _knowing(self, op_hash: bytes) -> list[Bundler]:
+        """The bundler that has seen the op, alone; all of them when none has."""
+        every = [self.bundler, *self.others]
+        owner = next((b for b in every if b.tracked.get(op_hash) is not None), None)
+        return every if owner is None else [owner]
 
     @property
     def chain_id(self) -> int:
@@ -145,18 +156,26 @@ class InProcessBundler:
         return fees[tier]
 
     async def status(self, user_op_hash: str) -> OpStatusReport:
-        doc = await _node(self.bundler.status(_hash(user_op_hash)))
+        op_hash = _hash(user_op_hash)
+        doc: dict[str, Any] = {"status": OpStatus.NOT_FOUND.value}
+        for bundler in self._knowing(op_hash):
+            doc = await _node(bundler.status(op_hash))
+            if doc["status"] != OpStatus.NOT_FOUND.value:
+                break
         return OpStatusReport(
             OpStatus(doc["status"]), doc.get("transactionHash"), doc.get("reason")
         )
 
     async def receipt(self, user_op_hash: str) -> Receipt | None:
         op_hash = _hash(user_op_hash)
-        tracked = self.bundler.tracked.get(op_hash)
-        if tracked is not None and tracked.status in (OpStatus.PENDING, OpStatus.SUBMITTED):
-            return None  # not mined yet: its bundle's follower marks it when it is
-        doc = await _node(self.bundler.receipts.receipt(op_hash, self.bundler.l1_fees))
-        return None if doc is None else receipt_of(doc)
+        for bundler in self._knowing(op_hash):
+            tracked = bundler.tracked.get(op_hash)
+            if tracked is not None and tracked.status in (OpStatus.PENDING, OpStatus.SUBMITTED):
+                return None  # not mined yet: its bundle's follower marks it when it is
+            doc = await _node(bundler.receipts.receipt(op_hash, bundler.l1_fees))
+            if doc is not None:
+                return receipt_of(doc)
+        return None
 
 
 def receipt_of(doc: dict[str, Any]) -> Receipt:

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -13,6 +12,13 @@ from eth_account.signers.local import LocalAccount
 
 from entryway import contracts
 from entryway.bundler.gas.estimation import GasEstimator
+from entryway.bundler.releases import (
+    BundlerFactory,
+    add_entry_point,
+    check_entry_point_code,
+    releases_present,
+    sender_creator_of,
+)
 from entryway.bundler.rpc_methods import BundlerRpc
 from entryway.bundler.service import Bundler, BundlerConfig
 from entryway.bundler.states import BundlingMode
@@ -22,7 +28,7 @@ from entryway.bundler.validation.sanity import SanityLimits
 from entryway.bundler.validation.simulation import Simulator, Validator
 from entryway.chain.rpc import EthClient
 from entryway.chain.transactor import Transactor
-from entryway.deploy.deployer import ContractDeployer, runtime_code_matches
+from entryway.deploy.deployer import ContractDeployer
 from entryway.deploy.plan import Operator, plan_deployment
 from entryway.domain.evm import checksum
 from entryway.domain.networks import FeeRules, fee_rules_for
@@ -47,6 +53,9 @@ class StandaloneSettings:
     deploy_entry_point: bool = False
     l1_fee_oracle: str | None = None  # default: the network's (OP-stack chains)
     fee_rules: FeeRules | None = None  # default: the network's (domain/networks.py)
+    # The chain's other EntryPoints served beside `entry_point` (each release's bundler);
+    # None: every canonical release the chain carries.
+    also_entry_points: tuple[str, ...] | None = None
     extra: dict[str, str] = field(default_factory=dict)
 
 
@@ -80,25 +89,15 @@ async def deploy_entry_points(eth: EthClient, key: LocalAccount, chain_id: int) 
         await deployer.ensure(entry_point)
 
 
-# How the bundler itself is made from its parts: `Bundler`, or one that hands ops on.
-BundlerFactory = Callable[[EthClient, list[TransactionManager], Validator, BundlerConfig], Bundler]
-
-
 async def build_bundler(
     eth: EthClient, settings: StandaloneSettings, *, make: BundlerFactory = Bundler
 ) -> BundlerRpc:
     chain_id = await eth.chain_id()
     entry_point = checksum(settings.entry_point)
-    code = await eth.get_code(entry_point)
     if settings.deploy_entry_point:
         await deploy_entry_points(eth, settings.executor_keys[0], chain_id)
-        code = await eth.get_code(entry_point)
-    if not code:
-        raise ConfigurationError(f"no EntryPoint at {entry_point} on chain {chain_id}")
-    if not runtime_code_matches("EntryPoint", code):
-        raise ConfigurationError(f"the code at {entry_point} is not EntryPoint v0.8")
-    raw = await eth.call(entry_point, EP.encode_call("senderCreator"))
-    sender_creator = EP.decode_output("senderCreator", raw)[0]
+    await check_entry_point_code(eth, entry_point, chain_id)
+    sender_creator = await sender_creator_of(eth, entry_point)
     fee_rules = settings.fee_rules or fee_rules_for(chain_id)
     min_priority = fee_rules.min_priority_fee_per_gas
     oracle = settings.l1_fee_oracle or fee_rules.l1_gas_price_oracle
@@ -128,4 +127,10 @@ async def build_bundler(
     executors = [TransactionManager(eth, key, chain_id) for key in settings.executor_keys]
     bundler = make(eth, executors, validator, config)
     estimator = GasEstimator(eth, entry_point, bundler.l1_fees)
-    return BundlerRpc(bundler, estimator, debug=settings.debug_rpc)
+    rpc = BundlerRpc(bundler, estimator, debug=settings.debug_rpc)
+    others = settings.also_entry_points
+    if others is None:
+        others = tuple(await releases_present(eth, besides=entry_point))
+    for other in others:
+        await add_entry_point(rpc, other, make=make)
+    return rpc

@@ -47,6 +47,9 @@ def devnet_settings(
                 account_factory=chain.deployment.account_factory,
                 paymaster=chain.deployment.paymaster,
                 notary=chain.deployment.notary,
+                entry_point_v07=chain.deployment.entry_point_v07,
+                paymaster_v07=chain.deployment.paymaster_v07,
+                simple_account_factory_v07=chain.deployment.simple_account_factory_v07,
             ),
             price_feed=feeds.get(chain.chain_id),
         )
@@ -169,16 +172,7 @@ async def _service_key(store: Store, project_id: str, chains: Iterable[int]) -> 
 
 
 def _chains_json(services: Services) -> dict[str, Any]:
-    return {
-        str(c.chain_id): {
-            "rpcUrl": c.rpc_url,
-            "entryPoint": c.deployment.entry_point,
-            "accountFactory": c.deployment.account_factory,
-            "paymaster": c.deployment.paymaster,
-            "notary": c.deployment.notary,
-        }
-        for c in services.chains.values()
-    }
+    return {str(c.chain_id): c.deployment.as_json(c.rpc_url) for c in services.chains.values()}
 
 
 # Small local files, read and written once at start-up: blocking I/O is fine here.

@@ -232,7 +232,11 @@ async def _paymaster(
         services.paymaster = PaymasterRpc(
             {
                 c.chain_id: PaymasterChain.on(
-                    c.eth, c.chain_id, c.deployment.entry_point, c.deployment.paymaster
+                    c.eth,
+                    c.chain_id,
+                    c.deployment.entry_point,
+                    c.deployment.paymaster,
+                    also=c.deployment.other_paymasters(),
                 )
                 for c in chains
             },

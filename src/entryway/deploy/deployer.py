@@ -76,6 +76,20 @@ class Deployment:
                 out[key] = address
         return out
 
+    def other_paymasters(self) -> dict[str, str]:
+        """The paymaster contract of each EntryPoint besides v0.8's: EntryPoint -> paymaster."""
+        if self.entry_point_v07 is None or self.paymaster_v07 is None:
+            return {}
+        return {self.entry_point_v07: self.paymaster_v07}
+
+    def service_paymaster_of(self, op_paymaster: str | None) -> str:
+        """The service's paymaster contract an op names (there is one per EntryPoint), or
+        v0.8's when it names none of them."""
+        for paymaster in (self.paymaster, *self.other_paymasters().values()):
+            if op_paymaster is not None and paymaster.lower() == op_paymaster.lower():
+                return paymaster
+        return self.paymaster
+
     @classmethod
     def of_plan(cls, chain_id: int, plan: DeploymentPlan) -> Deployment:
         return cls(

@@ -1,4 +1,4 @@
-"""ERC-7677 paymaster web service methods for EntryPoint v0.8, transport-free.
+"""ERC-7677 paymaster web service methods for EntryPoint v0.8 and v0.7, transport-free.
 
 `pm_getPaymasterStubData(userOp, entryPoint, chainId, context)` answers the paymaster fields
 to estimate gas with: the final data's length and code path (a signature that recovers to no
@@ -74,14 +74,39 @@ class PaymasterChain:
     paymaster: str
     block_time: Callable[[], Awaitable[int]]
     limits: SanityLimits = field(default_factory=SanityLimits)
+    # The paymaster contracts of the chain's other EntryPoints: (EntryPoint, paymaster) pairs.
+    also: tuple[tuple[str, str], ...] = ()
 
     @classmethod
-    def on(cls, eth: EthClient, chain_id: int, entry_point: str, paymaster: str) -> PaymasterChain:
+    def on(
+        cls,
+        eth: EthClient,
+        chain_id: int,
+        entry_point: str,
+        paymaster: str,
+        also: Mapping[str, str] | None = None,
+    ) -> PaymasterChain:
+        """`also`: EntryPoint -> its paymaster contract, for each other EntryPoint served."""
+
         async def block_time() -> int:
             return int((await eth.get_block("latest"))["timestamp"], 16)
 
         limits = SanityLimits.for_chain(chain_id)
-        return cls(chain_id, checksum(entry_point), checksum(paymaster), block_time, limits)
+        pairs = tuple((checksum(ep), checksum(pm)) for ep, pm in (also or {}).items())
+        return cls(chain_id, checksum(entry_point), checksum(paymaster), block_time, limits, pairs)
+
+    @property
+    def entry_points(self) -> list[str]:
+        return [self.entry_point, *(ep for ep, _ in self.also)]
+
+    def at(self, entry_point: str) -> PaymasterChain | None:
+        """This chain as the paymaster of `entry_point` (its own contract), if it serves it."""
+        if entry_point.lower() == self.entry_point.lower():
+            return self
+        for ep, pm in self.also:
+            if ep.lower() == entry_point.lower():
+                return replace(self, entry_point=ep, paymaster=pm, also=())
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,13 +223,15 @@ class PaymasterRpc:
                 {"supportedChainIds": [hex(caller.chain_id)]},
             )
         entry_point = parse_address(params[1], "entryPoint")
-        if entry_point.lower() != chain.entry_point.lower():
+        served = chain.at(entry_point)
+        if served is None:
             raise BundlerError(
                 RpcErrorCode.INVALID_PARAMS,
-                f"unsupported entry point {entry_point}: this paymaster serves EntryPoint v0.8 "
-                f"at {chain.entry_point}",
-                {"supportedEntryPoints": [chain.entry_point]},
+                f"unsupported entry point {entry_point}: this paymaster serves "
+                + ", ".join(chain.entry_points),
+                {"supportedEntryPoints": chain.entry_points},
             )
+        chain = served
         context = params[3] if len(params) > 3 else None
         if context is not None and not isinstance(context, dict):
             raise invalid_params("context must be an object")

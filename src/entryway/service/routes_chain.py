@@ -257,7 +257,7 @@ async def _dispatch(
             chain_id=chain.chain_id,
             op=op,
             user_op_hash=to_hex(op_hash),
-            service_paymaster=chain.deployment.paymaster,
+            service_paymaster=chain.deployment.service_paymaster_of(op.paymaster),
             endpoint="rpc:eth_sendUserOperation",
             key_id=who.key_id,
         )

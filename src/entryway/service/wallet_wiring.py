@@ -18,7 +18,8 @@ from entryway.wallets.sponsored_ops import ServiceSponsoredOps, SponsoringChain
 
 def bundler_port(chain: ChainRuntime) -> InProcessBundler:
     """The chain's in-process bundler, as use cases call it."""
-    return InProcessBundler(chain.rpc.bundler, chain.rpc.estimator)
+    others = [rpc.bundler for rpc in chain.rpc.siblings.values()]
+    return InProcessBundler(chain.rpc.bundler, chain.rpc.estimator, others)
 
 
 def sponsored_ops(services: Services) -> ServiceSponsoredOps:

@@ -61,7 +61,15 @@ async def service(
     services.chains[8453] = ChainRuntime(8453, "", deployment, bundler_rpc, eth)
     store = services.store
     services.paymaster = PaymasterRpc(
-        {CHAIN: PaymasterChain.on(eth, CHAIN, deployment.entry_point, deployment.paymaster)},
+        {
+            CHAIN: PaymasterChain.on(
+                eth,
+                CHAIN,
+                deployment.entry_point,
+                deployment.paymaster,
+                also=deployment.other_paymasters(),
+            )
+        },
         PaymasterSigner(devnet.keys.paymaster_signer),
         PolicyStore(store.engine),
         SqlSponsorshipUsage(store.engine),
