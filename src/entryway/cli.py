@@ -93,7 +93,7 @@ def devnet(
         float | None, typer.Option(help="Seconds between blocks; default: mine each tx at once.")
     ] = None,
 ) -> None:
-    """Run local anvil devnets with EntryPoint v0.8 and Entryway's contracts deployed.
+    """Run local anvil devnets with EntryPoint v0.8 and v0.7 and Entryway's contracts deployed.
 
     Prints one JSON line per chain; Ctrl-C stops them, their state kept in the data dir.
     """
@@ -285,8 +285,12 @@ def bundler(
     ] = None,
     config: ConfigFile = None,
     entry_point: Annotated[
-        str, typer.Option(help="EntryPoint v0.8 address.")
-    ] = "0x4337084D9E255Ff0702461CF8895CE9E3b5Ff108",
+        list[str] | None,
+        typer.Option(
+            help="An EntryPoint to serve (v0.8 or v0.7; repeat for several). Default: v0.8 and "
+            "every other canonical EntryPoint release the chain carries."
+        ),
+    ] = None,
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port of the JSON-RPC endpoint (POST /rpc).")] = 3000,
     debug_rpc: Annotated[bool, typer.Option(help="Serve the debug_bundler_* methods.")] = False,
@@ -303,7 +307,8 @@ def bundler(
     min_unstake_delay: Annotated[int, typer.Option(help="MIN_UNSTAKE_DELAY, seconds.")] = 86_400,
     beneficiary: Annotated[str | None, typer.Option(help="Who receives bundle fees.")] = None,
     deploy_entry_point: Annotated[
-        bool, typer.Option(help="Deploy EntryPoint v0.8 first if the chain lacks it.")
+        bool,
+        typer.Option(help="Deploy EntryPoint v0.8 and v0.7 first where the chain lacks them."),
     ] = False,
     http_port: Annotated[
         int | None,
@@ -311,8 +316,8 @@ def bundler(
     ] = None,
     http_host: Annotated[str, typer.Option(help="The interface of --http-port.")] = "127.0.0.1",
 ) -> None:
-    """Run a standalone ERC-4337 v0.8 bundler for any EVM chain: given by --rpc-url and
-    --executor-key-file, or by --chain N from the settings (--config)."""
+    """Run a standalone ERC-4337 bundler (EntryPoint v0.8 and v0.7) for any EVM chain: given
+    by --rpc-url and --executor-key-file, or by --chain N from the settings (--config)."""
     import uvicorn
 
     from entryway.bundler.standalone import StandaloneSettings, read_executor_keys
@@ -320,6 +325,7 @@ def bundler(
     from entryway.composition import request_limits
     from entryway.composition.leader import bundles_from_intake, lead_until_signalled
     from entryway.composition.serving import configure_process_logging
+    from entryway.domain.entry_points import V08
     from entryway.observability.operator_http import HttpAddress
     from entryway.service.bundler_app import create_standalone_app
 
@@ -327,6 +333,7 @@ def bundler(
     configure_process_logging(loaded)
     limits = request_limits(loaded)
     fee_rules = None
+    default_entry_point = V08.address
     if chain is not None:
         configured = bundler_chain(config, chain)
         if bundles_from_intake(settings_of(config), chain):  # leader or standby
@@ -334,7 +341,7 @@ def bundler(
             _run(lead_until_signalled(settings_of(config), chain, configured, http))
             return
         urls: str | tuple[str, ...] = configured.rpc_urls
-        keys, entry_point = configured.executor_keys, configured.entry_point
+        keys, default_entry_point = configured.executor_keys, configured.entry_point
         fee_rules = configured.fee_rules
     elif rpc_url is None or not executor_key_file:
         typer.secho("error: give --chain N, or --rpc-url and --executor-key-file", err=True)
@@ -349,9 +356,12 @@ def bundler(
     if http_port is not None:  # this bundler answers /healthz on --port
         typer.secho("error: --http-port is for a chain whose bundling is intake", err=True)
         raise typer.Exit(CONFIG_EXIT)
+    served = entry_point or [default_entry_point]
     settings = StandaloneSettings(
         rpc_url=urls,
-        entry_point=entry_point,
+        entry_point=served[0],
+        # Named EntryPoints are served alone; by default every canonical release found.
+        also_entry_points=tuple(served[1:]) if entry_point else None,
         fee_rules=fee_rules,
         executor_keys=keys,
         debug_rpc=debug_rpc,

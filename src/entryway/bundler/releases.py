@@ -62,7 +62,8 @@ async def add_entry_point(
     eth = bundler.eth
     entry_point = checksum(entry_point)
     await check_entry_point_code(eth, entry_point, bundler.config.chain_id)
-    config = replace(bundler.config, entry_point=entry_point)
+    rules = bundler.config.rules.for_version(version_at(entry_point))
+    config = replace(bundler.config, entry_point=entry_point, rules=rules)
     validator = Validator(
         Simulator(eth, entry_point),
         await sender_creator_of(eth, entry_point),

@@ -30,6 +30,7 @@ from entryway.chain.rpc import EthClient
 from entryway.chain.transactor import Transactor
 from entryway.deploy.deployer import ContractDeployer
 from entryway.deploy.plan import Operator, plan_deployment
+from entryway.domain.entry_points import version_at
 from entryway.domain.evm import checksum
 from entryway.domain.networks import FeeRules, fee_rules_for
 from entryway.errors import ConfigurationError
@@ -108,7 +109,7 @@ async def build_bundler(
         oracle = None
     rules = RuleSettings(
         min_stake_wei=settings.min_stake_wei, min_unstake_delay_s=settings.min_unstake_delay_s
-    )
+    ).for_version(version_at(entry_point))
     config = BundlerConfig(
         entry_point=entry_point,
         chain_id=chain_id,

@@ -211,3 +211,21 @@ async def test_v07_and_v08_ops_share_a_block(both: BundlerRpc, harness: Harness)
     assert receipts[0]["receipt"]["blockNumber"] == receipts[1]["receipt"]["blockNumber"]
     assert receipts[0]["receipt"]["transactionHash"] != receipts[1]["receipt"]["transactionHash"]
     assert [r["entryPoint"] for r in receipts] == [V07.address, V08.address]
+
+
+async def test_estimate_names_the_revert_reason(both: BundlerRpc, harness: Harness) -> None:
+    """The account refuses the EntryPoint's call (only its owner may withdraw): the estimate
+    fails with the reason in its message, the raw revert data beside it."""
+    account = contracts.load("SimpleAccountV07").abi
+    op, _ = await simple_account_op(
+        harness,
+        V07.address,
+        FACTORY07,
+        account.encode_call("withdrawDepositTo", harness.executor.address, 1),
+    )
+    failure = await error(
+        both, "eth_estimateUserOperationGas", user_operation_json(op), V07.address
+    )
+    assert failure["code"] == -32521
+    assert failure["message"] == "UserOperation execution reverted: only owner"
+    assert failure["data"]["revertData"].startswith("0x08c379a0")

@@ -19,7 +19,11 @@ ENTRYWAY = str(Path(sys.executable).with_name("entryway"))
 
 
 @pytest.fixture
-async def bundler_url(devnet: Devnet, harness: Harness, tmp_path: Path) -> AsyncIterator[str]:
+async def bundler_url(
+    devnet: Devnet, harness: Harness, tmp_path: Path, request: pytest.FixtureRequest
+) -> AsyncIterator[str]:
+    """The bundler's URL; `request.param`, when a test gives one, is more command-line args."""
+    extra: tuple[str, ...] = getattr(request, "param", ())
     key = Harness.new_key()
     await harness.fund(key.address, 10 * ETHER)
     key_file = tmp_path / "executors.key"
@@ -27,7 +31,7 @@ async def bundler_url(devnet: Devnet, harness: Harness, tmp_path: Path) -> Async
     port = free_port()
     proc = await asyncio.create_subprocess_exec(
         ENTRYWAY, "bundler", "--rpc-url", devnet.chains[0].rpc_url,
-        "--executor-key-file", str(key_file), "--port", str(port),
+        "--executor-key-file", str(key_file), "--port", str(port), *extra,
         stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
@@ -88,3 +92,15 @@ async def test_refuses_to_start_without_an_entry_point(tmp_path: Path) -> None:
         assert b"no EntryPoint at 0x4337084D9E255Ff0702461CF8895CE9E3b5Ff108" in out
     finally:
         await node.stop()
+
+
+@pytest.mark.parametrize(
+    "bundler_url", [("--entry-point", V07.address)], indirect=True, ids=["v07-only"]
+)
+async def test_an_entry_point_named_is_served_alone(bundler_url: str) -> None:
+    async with httpx.AsyncClient() as http:
+        r = await http.post(
+            f"{bundler_url}/rpc",
+            json={"jsonrpc": "2.0", "id": 1, "method": "eth_supportedEntryPoints", "params": []},
+        )
+    assert r.json()["result"] == [V07.address]

@@ -194,9 +194,11 @@ class GasEstimator:
             "estimateCallGas", probe.packed(), ceiling, TOLERANCE, override=override
         )
         if not success:
+            decoded = self.estimator.abi.decode_error(result)
+            reason = f": {decoded.args[0]}" if decoded and decoded.name == "Error" else ""
             raise BundlerError(
                 RpcErrorCode.EXECUTION_REVERTED,
-                "UserOperation execution reverted",
+                f"UserOperation execution reverted{reason}",
                 {"revertData": to_hex(result)},
             )
         (((pre_op_gas, *_), *_),) = await self._call(

@@ -6,7 +6,7 @@ Rule ids are the ERC's; each violation names the rule, the entity and what it di
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from entryway.bundler.errors import RpcErrorCode
 from entryway.bundler.validation.trace import (
@@ -18,6 +18,7 @@ from entryway.bundler.validation.trace import (
     StorageAccess,
     ValidationTrace,
 )
+from entryway.domain.entry_points import EntryPointVersion
 from entryway.domain.evm import address_bytes, keccak
 
 # OP-011, plus the blob opcodes (environment, like BASEFEE).
@@ -48,6 +49,17 @@ class RuleSettings:
     min_stake_wei: int
     min_unstake_delay_s: int = 86_400
     precompiles: frozenset[int] = CORE_PRECOMPILES
+    # Where the rules differ by EntryPoint release (ERC-7562 as each release's mempool knows
+    # it). v0.8: an unstaked paymaster may not return a context (EREP-050), and a staked
+    # factory lets any entity touch the new sender's associated storage (STO-022). v0.7: the
+    # context is allowed, and the staked factory does not cover an unstaked paymaster.
+    paymaster_context_needs_stake: bool = True
+    staked_factory_covers_paymaster: bool = True
+
+    def for_version(self, version: EntryPointVersion) -> RuleSettings:
+        """These settings with the rules of `version`'s mempool."""
+        v08 = version is not EntryPointVersion.V07
+        return replace(self, paymaster_context_needs_stake=v08, staked_factory_covers_paymaster=v08)
 
     def is_staked(self, info: StakeInfo | None) -> bool:
         return (
@@ -114,7 +126,8 @@ def check(
     """Every violation in the trace. Raises PreimagesNeeded if `trace.keccak_preimages` is
     missing and a storage access can only be judged by association."""
     found: list[Violation] = []
-    if paymaster_context and not settings.is_staked(who.paymaster_stake):
+    needs_stake = settings.paymaster_context_needs_stake
+    if paymaster_context and needs_stake and not settings.is_staked(who.paymaster_stake):
         # EREP-050: a context means postOp work the paymaster commits to; only with stake.
         found.append(_v("EREP-050", Phase.PAYMASTER, "returned a context without stake"))
     for phase, t in trace.phases.items():
@@ -261,7 +274,10 @@ def _non_entity_storage(
     if preimages is None:
         raise PreimagesNeeded
     if _is_associated(access.slot, who.sender, preimages):
-        if who.sender_exists or settings.is_staked(who.factory_stake):
+        covered = settings.is_staked(who.factory_stake) and (
+            settings.staked_factory_covers_paymaster or phase is not Phase.PAYMASTER or staked
+        )
+        if who.sender_exists or covered:
             return  # STO-021 / STO-022
         yield _v(
             "STO-022",
