@@ -66,6 +66,9 @@ def chain_routes(prefixes: tuple[str, ...]) -> APIRouter:
             notary=chain.deployment.notary,
             bundler_url=f"{base}/rpc/{chain.chain_id}",
             min_priority_fee_per_gas=hex(network.fee_rules.min_priority_fee_per_gas),
+            entry_point_v07=chain.deployment.entry_point_v07,
+            paymaster_v07=chain.deployment.paymaster_v07,
+            simple_account_factory_v07=chain.deployment.simple_account_factory_v07,
         )
 
     for prefix in prefixes:

@@ -96,6 +96,11 @@ class SdkDefaults(Wire):
     notary: str
     bundler_url: str
     min_priority_fee_per_gas: str
+    # EntryPoint v0.7 beside v0.8, where the chain is deployed with it: its address, the
+    # service's paymaster for it, the SimpleAccountFactory of that release.
+    entry_point_v07: str | None = None
+    paymaster_v07: str | None = None
+    simple_account_factory_v07: str | None = None
 
 
 class SdkDefaultsList(Wire):

@@ -118,3 +118,15 @@ async def test_paymaster_lists_both_entry_points_when_refusing_another(
 def _fresh(bundler_rpc: BundlerRpc) -> None:
     for bundler in bundler_rpc.bundlers:
         bundler.clear()
+
+
+async def test_sdk_defaults_name_the_v07_contracts(service: Client, harness: Harness) -> None:
+    client, services = service
+    _, key = await tenant(services, PlanName.FREE, [CHAIN])
+    r = await client.get(
+        "/get-sdk-defaults", params={"chainId": CHAIN}, headers={"Authorization": f"Bearer {key}"}
+    )
+    body = r.json()
+    assert body["entryPoint"] == V08.address and body["entryPointV07"] == V07.address
+    assert body["paymasterV07"] == harness.deployment.paymaster_v07
+    assert body["simpleAccountFactoryV07"] == harness.deployment.simple_account_factory_v07
