@@ -22,10 +22,12 @@ from entryway.bundler.validation.outcome import ValidationOutcome
 from entryway.bundler.validation.outcome_json import outcome_to_json
 from entryway.chain.rpc import EthClient
 from entryway.devnet.devnet import Devnet
+from entryway.domain.entry_points import V07
 from entryway.domain.evm import hex_to_bytes
 from entryway.domain.userop import UserOperation, user_op_hash
 from entryway.storage.engine import make_engine, migrate, sqlite_url
 from entryway.storage.intake import IntakeRecord, OpIntakeStore
+from tests.integration.bundler.test_entry_point_v07 import FACTORY07, simple_account_op
 from tests.integration.harness import ETHER, Harness
 
 Leading = tuple[IntakeLeader, OpIntakeStore, BundlerRpc]
@@ -46,10 +48,10 @@ async def leading(tmp_path: Path, devnet: Devnet, eth: EthClient) -> AsyncIterat
             mode=BundlingMode.MANUAL,  # the test says when a bundle goes
         ),
     )
-    await rpc.bundler.start()
+    await rpc.start()
     intake = OpIntakeStore(engine)
     yield IntakeLeader(rpc.bundler, intake), intake, rpc
-    await rpc.bundler.stop()
+    await rpc.stop()
     await engine.dispose()
 
 
@@ -268,3 +270,25 @@ async def test_the_mempool_rules_hold_for_validated_ops(
     assert [e.op for e in rpc.bundler.mempool.for_sender(first.sender)] == [first]
     await rpc.bundler.bundle_once(wait=True)
     assert (await settled(leader, intake, first_hash)).status is OpStatus.INCLUDED
+
+
+async def test_each_entry_points_leader_bundles_only_its_ops(
+    leading: Leading, harness: Harness
+) -> None:
+    """The chain's leader runs one intake leader per EntryPoint: a v0.7 op in the intake is
+    bundled by v0.7's, never loaded by v0.8's."""
+    v08_leader, intake, rpc = leading
+    [v07_rpc] = rpc.siblings.values()
+    v07_leader = IntakeLeader(v07_rpc.bundler, intake)
+    op, _ = await simple_account_op(harness, V07.address, FACTORY07)
+    op_hash = "0x" + user_op_hash(op, V07.address, harness.chain_id).hex()
+    await intake.add(
+        chain_id=harness.chain_id, user_op_hash=op_hash, entry_point=V07.address, op=op
+    )
+    await v08_leader.step()
+    assert len(rpc.bundler.mempool) == 0
+    await v07_leader.step()
+    assert len(v07_rpc.bundler.mempool) == 1
+    tx = await v07_rpc.bundler.bundle_once(wait=True)
+    row = await settled(v07_leader, intake, op_hash)
+    assert (row.status, row.tx_hash) == (OpStatus.INCLUDED, tx)
