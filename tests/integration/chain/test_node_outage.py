@@ -7,6 +7,7 @@ started again on the same port."""
 from __future__ import annotations
 
 import logging
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -66,9 +67,7 @@ class NodeBackedBundler:
 
     def __init__(self, eth: EthClient) -> None:
         self.eth = eth
-
-    def check_entry_point(self, entry_point: Any) -> None:
-        pass
+        self.config = SimpleNamespace(entry_point=ENTRY_POINT)  # the EntryPoint it serves
 
     async def send(self, op: UserOperation, before_mempool: Any = None) -> bytes:
         await self.eth.get_nonce(op.sender)
