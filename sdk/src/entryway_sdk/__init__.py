@@ -6,6 +6,9 @@ recovery, credits and webhooks, against an Entryway service.
     op = await wallet.send([{"to": a, "data": d}, {"to": b, "value": 1}])
     receipt = await op.wait()
 
+    account = client.account(address, signer=personal_sign(owner))  # an existing v0.7 account
+    receipt = await (await account.send({"to": a, "value": 1})).wait()
+
     n = await client.notarize_document(data, mode="direct")
     proof = await n.wait_for_proof()               # the entryway-proof/1 document
     result = await client.verify_proof(proof, data)  # offline and on chain
@@ -38,6 +41,7 @@ from entryway_sdk.errors import (
     ValidationError,
     WebhookVerificationError,
 )
+from entryway_sdk.existing_account import ExistingAccount, simple_account_call_data
 from entryway_sdk.models import (
     AccountInfo,
     CreditLot,
@@ -66,10 +70,17 @@ from entryway_sdk.proof import (
     verify_proof,
 )
 from entryway_sdk.recovery import RecoveryApproval, sign_recovery_approval
-from entryway_sdk.signer import Signer
+from entryway_sdk.signer import Signer, UserOpHashSigner, personal_sign
 from entryway_sdk.sync import EntrywaySync
 from entryway_sdk.transport import RetryPolicy
-from entryway_sdk.userop import ENTRY_POINT_V08, UserOperation, user_op_hash
+from entryway_sdk.userop import (
+    ENTRY_POINT_V07,
+    ENTRY_POINT_V08,
+    EntryPointVersion,
+    UserOperation,
+    entry_point_version,
+    user_op_hash,
+)
 from entryway_sdk.wallet import SmartWallet
 from entryway_sdk.webhooks import verify_webhook
 
@@ -77,6 +88,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "DEFAULT_BASE_URL",
+    "ENTRY_POINT_V07",
     "ENTRY_POINT_V08",
     "PROOF_VERSION",
     "AccountInfo",
@@ -88,9 +100,11 @@ __all__ = [
     "Check",
     "CreditLot",
     "Credits",
+    "EntryPointVersion",
     "Entryway",
     "EntrywayError",
     "EntrywaySync",
+    "ExistingAccount",
     "GasPrice",
     "InvalidApiKeyError",
     "JsonRpcError",
@@ -120,6 +134,7 @@ __all__ = [
     "SponsorshipRefusedError",
     "TaskStatus",
     "UnsupportedProofError",
+    "UserOpHashSigner",
     "UserOperation",
     "UserOperationDroppedError",
     "UserOperationReceipt",
@@ -129,7 +144,10 @@ __all__ = [
     "VerificationResult",
     "WebhookVerificationError",
     "document_hash",
+    "entry_point_version",
+    "personal_sign",
     "sign_recovery_approval",
+    "simple_account_call_data",
     "user_op_hash",
     "verify_proof",
     "verify_proof_on_chain",

@@ -12,6 +12,7 @@ from entryway_sdk import abi
 from entryway_sdk._hex import checksum
 from entryway_sdk.anchor_verification import verify_with_node
 from entryway_sdk.errors import NetworkMismatchError
+from entryway_sdk.existing_account import CallEncoder, ExistingAccount, simple_account_call_data
 from entryway_sdk.models import (
     AccountInfo,
     Credits,
@@ -31,8 +32,9 @@ from entryway_sdk.notarization import (
 )
 from entryway_sdk.operations import ChainSession, PendingUserOperation, Speed
 from entryway_sdk.proof import ProofLike, VerificationResult, verify_proof
-from entryway_sdk.signer import SignerLike, as_signer
+from entryway_sdk.signer import SignerLike, UserOpHashSigner, as_signer
 from entryway_sdk.transport import NodeRpc, RetryPolicy, ServiceApi
+from entryway_sdk.userop import ENTRY_POINT_V07, EntryPointVersion
 from entryway_sdk.wallet import SmartWallet
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8000"
@@ -166,6 +168,38 @@ class Entryway:
         """A deployed account by its address, with its owner if known (a recovery needs no
         owner: the guardians' approvals authorise it)."""
         return SmartWallet(self._chain, address, None if owner is None else as_signer(owner))
+
+    def account(
+        self,
+        address: str,
+        *,
+        signer: UserOpHashSigner,
+        entry_point: str | None = None,
+        entry_point_version: EntryPointVersion | None = None,
+        stub_signature: bytes | None = None,
+        nonce_key: int = 0,
+        encode_calls: CallEncoder = simple_account_call_data,
+    ) -> ExistingAccount:
+        """A smart account you already have, deployed at `address`, relayed through its
+        EntryPoint: by default v0.7 (the chain's, else the canonical address); the hash
+        follows the EntryPoint's release (`entry_point_version` for one at another address).
+
+        `signer(user_op_hash) -> signature` (sync or async) signs as the account checks:
+        `personal_sign(owner)` for v0.7's SimpleAccount. `stub_signature` is what the
+        account's validation sees while the bundler estimates (by default a well-formed ECDSA
+        signature, right for ECDSA accounts); `nonce_key` the EntryPoint nonce key;
+        `encode_calls` turns calls into call data (SimpleAccount's `execute(Batch)`)."""
+        chain = self._chain.at(
+            entry_point or self.defaults.entry_point_v07 or ENTRY_POINT_V07, entry_point_version
+        )
+        return ExistingAccount(
+            chain,
+            address,
+            signer,
+            stub_signature=stub_signature,
+            nonce_key=nonce_key,
+            encode_calls=encode_calls,
+        )
 
     # ---------------------------------------------------------------- notarization
 

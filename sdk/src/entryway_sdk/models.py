@@ -51,10 +51,19 @@ class SdkDefaults:
     notary: str
     bundler_url: str
     min_priority_fee_per_gas: int
+    # EntryPoint v0.7 beside v0.8, where the chain carries it: its address, Entryway's
+    # paymaster for it, that release's SimpleAccountFactory.
+    entry_point_v07: str | None = None
+    paymaster_v07: str | None = None
+    simple_account_factory_v07: str | None = None
     raw: Mapping[str, Any] = _raw()
 
     @classmethod
     def parse(cls, raw: Mapping[str, Any]) -> SdkDefaults:
+        def optional_address(name: str) -> str | None:
+            value = raw.get(name)
+            return None if not value else str(to_checksum_address(value))
+
         return cls(
             chain_id=int(raw["chainId"]),
             network=str(raw.get("network", "")),
@@ -67,6 +76,9 @@ class SdkDefaults:
             notary=to_checksum_address(raw["notary"]),
             bundler_url=str(raw.get("bundlerUrl", "")),
             min_priority_fee_per_gas=quantity(raw.get("minPriorityFeePerGas") or 0),
+            entry_point_v07=optional_address("entryPointV07"),
+            paymaster_v07=optional_address("paymasterV07"),
+            simple_account_factory_v07=optional_address("simpleAccountFactoryV07"),
             raw=raw,
         )
 

@@ -2,8 +2,10 @@
 
 The pipeline (`submit`): fees from `entryway_getUserOperationGasPrice` → paymaster stub
 (`pm_getPaymasterStubData`) → `eth_estimateUserOperationGas` → signed paymaster data
-(`pm_getPaymasterData`) → the owner signs the userOpHash → `eth_sendUserOperation`.
-Unsponsored ops skip the two paymaster steps and pay from the account's own deposit."""
+(`pm_getPaymasterData`) → the account's signer signs the userOpHash → `eth_sendUserOperation`,
+each step naming the EntryPoint the op goes through (v0.8 for Entryway's SmartAccount, v0.7
+for an existing account of that release). Unsponsored ops skip the two paymaster steps and pay
+from the account's own deposit."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Literal, TypedDict
 
+from entryway_sdk import abi
 from entryway_sdk._hex import checksum, hex_bytes, quantity, to_hex
 from entryway_sdk.errors import (
     ApiError,
@@ -20,9 +23,14 @@ from entryway_sdk.errors import (
     UserOperationTimeoutError,
 )
 from entryway_sdk.models import GasPrice, OpStatus, SdkDefaults, UserOperationReceipt
-from entryway_sdk.signer import Signer, dummy_signature, sign
+from entryway_sdk.signer import UserOpHashSigner, sign_user_op_hash
 from entryway_sdk.transport import NodeRpc, ServiceApi
-from entryway_sdk.userop import UserOperation, user_op_hash
+from entryway_sdk.userop import (
+    EntryPointVersion,
+    UserOperation,
+    entry_point_version,
+    user_op_hash,
+)
 
 Speed = Literal["slow", "standard", "fast"]
 _FINAL = ("included", "failed")
@@ -114,18 +122,45 @@ class PendingUserOperation:
 
 
 class ChainSession:
-    """One chain as a client sees it: the service (`api`), the caller's node (`node`) and
-    Entryway's defaults there; prepares, signs and sends ops on it."""
+    """One chain as a client sees it: the service (`api`), the caller's node (`node`),
+    Entryway's defaults there, and the EntryPoint ops go through (by default Entryway's,
+    v0.8; `at(...)` gives the same chain through another); prepares, signs and sends ops."""
 
-    def __init__(self, api: ServiceApi, node: NodeRpc, defaults: SdkDefaults) -> None:
+    def __init__(
+        self,
+        api: ServiceApi,
+        node: NodeRpc,
+        defaults: SdkDefaults,
+        entry_point: str | None = None,
+        version: EntryPointVersion | None = None,
+    ) -> None:
         self.api = api
         self.node = node
         self.defaults = defaults
         self.chain_id = defaults.chain_id
-        self.entry_point = defaults.entry_point
+        self.entry_point = checksum(entry_point or defaults.entry_point)
+        self.entry_point_version = version or entry_point_version(self.entry_point)
+
+    def at(self, entry_point: str, version: EntryPointVersion | None = None) -> ChainSession:
+        """This chain, its ops going through the EntryPoint at `entry_point` (`version` as
+        its address says unless given)."""
+        return ChainSession(self.api, self.node, self.defaults, entry_point, version)
 
     async def _rpc(self, method: str, params: list[Any]) -> Any:
         return await self.api.rpc(self.chain_id, method, params)
+
+    def hash(self, op: UserOperation) -> bytes:
+        """The userOpHash this session's EntryPoint computes for `op`."""
+        return user_op_hash(op, self.entry_point, self.chain_id, version=self.entry_point_version)
+
+    async def nonce(self, sender: str, key: int = 0) -> int:
+        """The EntryPoint's next nonce for `sender` under `key` (`getNonce`, read through
+        the caller's node)."""
+        entry_point = abi.load("EntryPoint")
+        raw = await self.node.call(
+            self.entry_point, entry_point.encode_call("getNonce", sender, key)
+        )
+        return int(entry_point.decode_output("getNonce", raw)[0])
 
     async def gas_price(self, speed: Speed = "standard") -> GasPrice:
         tiers = await self._rpc("entryway_getUserOperationGasPrice", [])
@@ -148,16 +183,16 @@ class ChainSession:
         )
 
     async def prepare(
-        self, op: UserOperation, signer: Signer | None, options: SendOptions
+        self, op: UserOperation, stub_signature: bytes, options: SendOptions
     ) -> UserOperation:
-        """`op` with fees, gas limits and (if sponsored) paymaster data, not yet signed."""
+        """`op` with fees, gas limits and (if sponsored) paymaster data, not yet signed.
+        `stub_signature` stands in for the real one while the bundler estimates: shaped as
+        the account's real signature, so validation costs what it will."""
         price = await self.gas_price(options.speed)
         op = op.with_(
             max_fee_per_gas=price.max_fee_per_gas,
             max_priority_fee_per_gas=price.max_priority_fee_per_gas,
-            # Estimation runs the account's real ECDSA path with a stand-in signature; ops
-            # the account authorises otherwise (recovery) carry none.
-            signature=dummy_signature(bytes(32)) if signer is not None else b"",
+            signature=stub_signature,
         )
         if options.sponsored:
             stub = await self._rpc("pm_getPaymasterStubData", self._paymaster_params(op, options))
@@ -182,14 +217,14 @@ class ChainSession:
             op = self._with_paymaster(op, final)
         return op.with_(signature=b"")
 
-    async def sign(self, op: UserOperation, signer: Signer) -> UserOperation:
-        digest = user_op_hash(op, self.entry_point, self.chain_id)
-        return op.with_(signature=await sign(signer, digest))
+    async def sign(self, op: UserOperation, sign_hash: UserOpHashSigner) -> UserOperation:
+        """`op` carrying what `sign_hash` answers for its userOpHash."""
+        return op.with_(signature=await sign_user_op_hash(sign_hash, self.hash(op)))
 
     async def send(self, op: UserOperation) -> PendingUserOperation:
         """Send a prepared (and, if it needs it, signed) op."""
         answer = await self._rpc("eth_sendUserOperation", [op.to_rpc(), self.entry_point])
-        expected = to_hex(user_op_hash(op, self.entry_point, self.chain_id))
+        expected = to_hex(self.hash(op))
         if str(answer).lower() != expected:
             raise EntrywayError(
                 f"the bundler answered userOpHash {answer}, the SDK computed {expected}"
@@ -197,9 +232,15 @@ class ChainSession:
         return PendingUserOperation(self.api, self.chain_id, expected, op)
 
     async def submit(
-        self, op: UserOperation, signer: Signer | None, options: SendOptions
+        self,
+        op: UserOperation,
+        sign_hash: UserOpHashSigner | None,
+        options: SendOptions,
+        *,
+        stub_signature: bytes = b"",
     ) -> PendingUserOperation:
-        prepared = await self.prepare(op, signer, options)
-        if signer is not None:
-            prepared = await self.sign(prepared, signer)
+        """Prepare, sign (unless the op authorises itself: `sign_hash` None) and send."""
+        prepared = await self.prepare(op, stub_signature, options)
+        if sign_hash is not None:
+            prepared = await self.sign(prepared, sign_hash)
         return await self.send(prepared)

@@ -2,12 +2,15 @@
 prefix), as Entryway's SmartAccount recovers the userOpHash and the recovery digests.
 
 An eth-account `LocalAccount` works unchanged (its `unsafe_sign_hash`); hardware wallets,
-KMS keys and remote signers implement `Signer` (`sign_digest` may be a coroutine)."""
+KMS keys and remote signers implement `Signer` (`sign_digest` may be a coroutine).
+
+An account the SDK did not make signs its own way: `UserOpHashSigner` is the callback it
+gives, from the 32-byte userOpHash to the signature its validateUserOp accepts."""
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from functools import cache
 from typing import Any, Protocol, runtime_checkable
 
@@ -37,6 +40,10 @@ class HashSigningAccount(Protocol):
 
 
 SignerLike = Signer | HashSigningAccount
+
+UserOpHashSigner = Callable[[bytes], bytes | Awaitable[bytes]]
+"""The account's signature of a userOpHash (sync or async): whatever its validateUserOp
+checks, in its own format and length."""
 
 
 class _AccountSigner:
@@ -76,6 +83,31 @@ async def sign(signer: Signer, digest: bytes) -> bytes:
     if signature[64] in (0, 1):
         signature = signature[:64] + bytes([signature[64] + 27])
     return signature
+
+
+async def sign_user_op_hash(sign_hash: UserOpHashSigner, digest: bytes) -> bytes:
+    """What `sign_hash` answers for `digest`, awaited if it is a coroutine."""
+    result = sign_hash(digest)
+    signature = await result if inspect.isawaitable(result) else result
+    if not isinstance(signature, bytes | bytearray) or not signature:
+        raise TypeError(f"a userOpHash signer returns the signature's bytes, not {signature!r}")
+    return bytes(signature)
+
+
+def eip191_digest(message_hash: bytes) -> bytes:
+    """The EIP-191 (`personal_sign`) digest of a 32-byte hash."""
+    return keccak(b"\x19Ethereum Signed Message:\n32" + message_hash)
+
+
+def personal_sign(owner: SignerLike) -> UserOpHashSigner:
+    """A userOpHash signer for accounts that check their owner's EIP-191 signature of the
+    hash, as EntryPoint v0.7's SimpleAccount (and LightAccount) do."""
+    signer = as_signer(owner)
+
+    async def sign_hash(user_op_hash: bytes) -> bytes:
+        return await sign(signer, eip191_digest(user_op_hash))
+
+    return sign_hash
 
 
 @cache

@@ -12,6 +12,7 @@ from typing import Any, TypeVar, Unpack
 
 from entryway_sdk.calls import CallLike
 from entryway_sdk.client import Entryway
+from entryway_sdk.existing_account import ExistingAccount
 from entryway_sdk.models import (
     AccountInfo,
     Credits,
@@ -161,6 +162,31 @@ class SmartWalletSync:
         return self._op(self._wallet.cancel_recovery(**options))
 
 
+class ExistingAccountSync:
+    """`ExistingAccount`, blocking (its signer callback runs on the SDK's loop thread)."""
+
+    def __init__(self, account: ExistingAccount, loop: _LoopThread) -> None:
+        self._account, self._loop = account, loop
+        self.address = account.address
+        self.entry_point = account.entry_point
+
+    def is_deployed(self) -> bool:
+        return self._loop.run(self._account.is_deployed())
+
+    def nonce(self) -> int:
+        return self._loop.run(self._account.nonce())
+
+    def send(
+        self,
+        calls: CallLike | Sequence[CallLike] | None = None,
+        *,
+        call_data: bytes | None = None,
+        **options: Unpack[SendKwargs],
+    ) -> PendingUserOperationSync:
+        op = self._loop.run(self._account.send(calls, call_data=call_data, **options))
+        return PendingUserOperationSync(op, self._loop)
+
+
 class EntrywaySync:
     """`Entryway`, blocking: `EntrywaySync.init(...)` takes `Entryway.init`'s arguments.
     Close it (`close()` or `with`) to stop its event loop."""
@@ -281,6 +307,10 @@ class EntrywaySync:
 
     def wallet_at(self, address: str, owner: SignerLike | None = None) -> SmartWalletSync:
         return SmartWalletSync(self._client.wallet_at(address, owner), self._loop)
+
+    def account(self, address: str, **kwargs: Any) -> ExistingAccountSync:
+        """`Entryway.account`, blocking: the same keyword arguments."""
+        return ExistingAccountSync(self._client.account(address, **kwargs), self._loop)
 
     def close(self) -> None:
         """Close the client and, for the wrapper that started it, the event loop."""

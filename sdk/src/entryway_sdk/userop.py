@@ -1,17 +1,19 @@
-"""ERC-4337 v0.8 UserOperations: the RPC form, the packed fields, the EIP-712 userOpHash, and
-the other EIP-712 digests Entryway's SmartAccount verifies."""
+"""ERC-4337 UserOperations for EntryPoint v0.7 and v0.8: the RPC form, the packed fields, the
+userOpHash of each release, and the EIP-712 digests Entryway's SmartAccount verifies."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Literal
 
 from eth_abi.abi import encode
 
 from entryway_sdk._hex import ZERO_ADDRESS, address_bytes, checksum, hex_bytes, keccak, quantity
 
+ENTRY_POINT_V07 = "0x0000000071727De22E5E9d8BAf0edAc6f37da032"
 ENTRY_POINT_V08 = "0x4337084D9E255Ff0702461CF8895CE9E3b5Ff108"
+EntryPointVersion = Literal["0.7", "0.8"]
 _UINT128_MAX = 2**128 - 1
 
 PACKED_USEROP_TYPEHASH = keccak(
@@ -172,9 +174,58 @@ def user_op_struct_hash(op: UserOperation) -> bytes:
     )
 
 
-def user_op_hash(op: UserOperation, entry_point: str, chain_id: int) -> bytes:
-    """The EntryPoint v0.8 userOpHash: the EIP-712 digest of the packed op under the domain
-    ("ERC4337", "1", chainId, entryPoint). The account's owner signs this digest as it is."""
+def entry_point_version(entry_point: str) -> EntryPointVersion:
+    """The release of the EntryPoint at `entry_point`: v0.7 at its canonical address, v0.8
+    anywhere else (as the service takes an EntryPoint deployed elsewhere, a devnet's, to be)."""
+    return "0.7" if checksum(entry_point) == ENTRY_POINT_V07 else "0.8"
+
+
+def _packed_fields_hash(op: UserOperation) -> bytes:
+    """keccak of the eight packed fields v0.7 hashes (v0.8's struct hash without its typehash)."""
+    return keccak(
+        encode(
+            [
+                *("address", "uint256", "bytes32", "bytes32"),
+                *("bytes32", "uint256", "bytes32", "bytes32"),
+            ],
+            [
+                checksum(op.sender),
+                op.nonce,
+                keccak(op.init_code),
+                keccak(op.call_data),
+                op.account_gas_limits,
+                op.pre_verification_gas,
+                op.gas_fees,
+                keccak(op.paymaster_and_data),
+            ],
+        )
+    )
+
+
+def user_op_hash(
+    op: UserOperation,
+    entry_point: str,
+    chain_id: int,
+    *,
+    version: EntryPointVersion | None = None,
+) -> bytes:
+    """The userOpHash the EntryPoint at `entry_point` computes; `version`, when not given, is
+    the one the address says (`entry_point_version`).
+
+    v0.7: keccak of abi.encode(keccak of the op's eight packed fields, entryPoint, chainId).
+    v0.8: the EIP-712 digest of the packed op under ("ERC4337", "1", chainId, entryPoint).
+    What an account signs over it is the account's choice: Entryway's SmartAccount signs the
+    digest as it is, v0.7's SimpleAccount an EIP-191 message of it."""
+    version = version or entry_point_version(entry_point)
+    if version not in ("0.7", "0.8"):
+        raise ValueError(f"unsupported EntryPoint version {version!r} (supported: 0.7, 0.8)")
+    if version == "0.7":
+        return keccak(
+            encode(
+                ["bytes32", "address", "uint256"],
+                [_packed_fields_hash(op), checksum(entry_point), chain_id],
+            )
+        )
     domain = domain_separator(b"ERC4337", b"1", chain_id, entry_point)
     return _typed_digest(domain, user_op_struct_hash(op))
 

@@ -4,6 +4,7 @@ first UserOperation, with guardians and timelocked social recovery."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from typing import Any, Unpack
 
 from entryway_sdk import abi
@@ -19,7 +20,7 @@ from entryway_sdk.operations import (
     Speed,
 )
 from entryway_sdk.recovery import RecoveryApproval, ordered_signatures, sign_recovery_approval
-from entryway_sdk.signer import Signer, SignerLike, as_signer
+from entryway_sdk.signer import Signer, SignerLike, as_signer, dummy_signature, sign
 from entryway_sdk.userop import UserOperation
 
 
@@ -62,10 +63,7 @@ class SmartWallet:
 
     async def nonce(self) -> int:
         """The EntryPoint nonce (key 0) the next op uses."""
-        entry_point = abi.load("EntryPoint")
-        data = entry_point.encode_call("getNonce", self.address, 0)
-        raw = await self._chain.node.call(self._chain.defaults.entry_point, data)
-        return int(entry_point.decode_output("getNonce", raw)[0])
+        return await self._chain.nonce(self.address)
 
     async def info(self) -> AccountInfo:
         """The service's view: owner, guardians, threshold, pending recovery (`/account-info`)."""
@@ -112,16 +110,24 @@ class SmartWallet:
     async def _submit(
         self, call_data: bytes, options: SendOptions, *, owner_signs: bool = True
     ) -> PendingUserOperation:
-        signer = None
-        if owner_signs:
-            if self.owner is None:
-                raise SignerRequiredError(
-                    f"this op must be signed by the owner of {self.address}: "
-                    "give the wallet its owner (`wallet.with_owner(owner)`)"
-                )
-            signer = self.owner
+        if not owner_signs:
+            # Authorised by its call data (guardians' approvals, a due recovery): no signature.
+            draft = await self._draft(call_data)
+            return await self._chain.submit(draft, None, options)
+        if self.owner is None:
+            raise SignerRequiredError(
+                f"this op must be signed by the owner of {self.address}: "
+                "give the wallet its owner (`wallet.with_owner(owner)`)"
+            )
         draft = await self._draft(call_data)
-        return await self._chain.submit(draft, signer, options)
+        # The SmartAccount recovers the owner from the raw userOpHash; estimation runs that
+        # ECDSA path with a stand-in signature.
+        return await self._chain.submit(
+            draft,
+            partial(sign, self.owner),
+            options,
+            stub_signature=dummy_signature(bytes(32)),
+        )
 
     async def send(
         self,
