@@ -7,7 +7,7 @@ STAMP := $(VENV)/.stamp
 NPM_STAMP := node_modules/.stamp
 DATA_DIR ?= .entryway
 
-.PHONY: chromium setup run test lint typecheck format contracts lock bench-gas bench-bundler bench-api bench-multiprocess bench-notary bench-sponsor bench-costs clean devnet
+.PHONY: chromium setup run test lint typecheck format contracts lock bench-gas bench-bundler bench-bundler-versions bench-api bench-multiprocess bench-notary bench-sponsor bench-costs clean devnet
 
 setup: $(STAMP) $(NPM_STAMP) chromium
 
@@ -69,6 +69,9 @@ lock: setup
 
 bench-bundler: setup
 	$(BIN)/python -m bench.bundler
+
+bench-bundler-versions: setup
+	$(BIN)/python -m bench.bundler_versions --rounds 3
 
 bench-api: setup
 	$(BIN)/python -m bench.api --write-doc

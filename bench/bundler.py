@@ -4,7 +4,8 @@ Method (see docs/benchmarks.md): a devnet anvil with 1 s blocks; the standalone 
 (`entryway bundler`, ERC-7562 tracing on, auto bundling) as its own process over HTTP, with
 several executor keys; M SimpleAccounts (EntryPoint v0.8 release), deployed and funded in
 a warm-up that is not measured; each sends K sequential ops (send, wait for the receipt,
-send the next), all M at once. Then, separately: N ops from N fresh accounts sent at
+send the next), all M at once. (bench/bundler_versions.py runs the same workload with the
+accounts split across EntryPoint releases.) Then, separately: N ops from N fresh accounts sent at
 concurrency C in manual mode (validation only, nothing bundled), against the ceiling the
 same node gives for the same traced simulation called directly.
 
@@ -19,6 +20,9 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,12 +34,13 @@ from entryway.bundler.validation.simulation import Simulator
 from entryway.bundler.validation.validation_calls import validation_calls
 from entryway.chain.rpc import EthClient, JsonRpcClient
 from entryway.chain.transactor import Transactor
-from entryway.deploy.deployer import ContractDeployer
+from entryway.deploy.deployer import ContractDeployer, Deployment
 from entryway.deploy.plan import ENTRYWAY_SALT, plan_contract
 from entryway.devnet.anvil import free_port
 from entryway.devnet.devnet import Devnet
+from entryway.domain.entry_points import RELEASES, EntryPointVersion, version_at
 from entryway.domain.evm import address_bytes
-from entryway.domain.signatures import sign_digest
+from entryway.domain.signatures import eth_signed_message_digest, sign_digest
 from entryway.domain.userop import UserOperation, user_op_hash
 
 ETHER = 10**18
@@ -52,11 +57,18 @@ def percentile(values: list[float], pct: float) -> float:
 
 
 class Bench:
+    """One client of the bundler, sending ops of SimpleAccounts of the release at
+    `entry_point` (made by `factory`, that release's SimpleAccountFactory)."""
+
     def __init__(self, eth: EthClient, rpc_url: str, entry_point: str, factory: str) -> None:
         self.eth = eth
         self.bundler = JsonRpcClient(rpc_url, timeout=60)
         self.entry_point = entry_point
         self.factory = factory
+        self.version = version_at(entry_point)
+        self.factory_abi = contracts.load(
+            RELEASES[self.version].artifact("SimpleAccountFactory")
+        ).abi
 
     async def op(self, owner: Any, sender: str, nonce: int, deploy: bool) -> UserOperation:
         block = await self.eth.get_block("latest")
@@ -73,11 +85,13 @@ class Bench:
             max_fee_per_gas=3 * base_fee + priority,
             max_priority_fee_per_gas=priority,
             factory=self.factory if deploy else None,
-            factory_data=FACTORY.abi.encode_call("createAccount", owner.address, 0)
+            factory_data=self.factory_abi.encode_call("createAccount", owner.address, 0)
             if deploy
             else b"",
         )
         digest = user_op_hash(op, self.entry_point, CHAIN_ID)
+        if self.version is EntryPointVersion.V07:  # v0.7's SimpleAccount checks an EIP-191 message
+            digest = eth_signed_message_digest(digest)
         return op.with_signature(sign_digest(bytes(owner.key), digest))
 
     async def send(self, op: UserOperation) -> str:
@@ -99,21 +113,44 @@ class Bench:
     async def new_account(self) -> tuple[Any, str]:
         owner = Account.create()
         raw = await self.eth.call(
-            self.factory, FACTORY.abi.encode_call("getAddress", owner.address, 0)
+            self.factory, self.factory_abi.encode_call("getAddress", owner.address, 0)
         )
-        sender = FACTORY.abi.decode_output("getAddress", raw)[0]
+        sender = self.factory_abi.decode_output("getAddress", raw)[0]
         await self.eth.rpc.request("anvil_setBalance", [sender, hex(10 * ETHER)])
         return owner, sender
 
 
-async def run(args: argparse.Namespace) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class ServedDevnet:
+    """A devnet chain with `entryway bundler` serving it over HTTP at `rpc_url`, and the
+    v0.8 release's SimpleAccountFactory deployed at `simple_account_factory`."""
+
+    eth: EthClient
+    rpc_url: str
+    deployment: Deployment
+    simple_account_factory: str
+
+    def bench(self, version: EntryPointVersion = EntryPointVersion.V08) -> Bench:
+        """A client sending ops of SimpleAccounts of the release `version`."""
+        if version is EntryPointVersion.V07:
+            entry_point = self.deployment.entry_point_v07
+            factory = self.deployment.simple_account_factory_v07
+            assert entry_point is not None and factory is not None, "no v0.7 on this devnet"
+            return Bench(self.eth, self.rpc_url, entry_point, factory)
+        return Bench(
+            self.eth, self.rpc_url, self.deployment.entry_point, self.simple_account_factory
+        )
+
+
+@asynccontextmanager
+async def served_devnet(executors: int) -> AsyncIterator[ServedDevnet]:
     with tempfile.TemporaryDirectory() as tmp:
         async with Devnet(Path(tmp), [CHAIN_ID], block_time_s=1.0) as devnet:
             chain = devnet.chains[0]
             async with JsonRpcClient(chain.rpc_url) as rpc:
                 eth = EthClient(rpc)
                 executor_file = Path(tmp) / "executors.key"
-                keys = [Account.create() for _ in range(args.executors)]
+                keys = [Account.create() for _ in range(executors)]
                 for key in keys:
                     await rpc.request("anvil_setBalance", [key.address, hex(1000 * ETHER)])
                 executor_file.write_text("\n".join(k.key.hex() for k in keys))
@@ -129,66 +166,105 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     "--port", str(port), "--auto-bundle-interval", "0.1", "--debug-rpc",
                 )  # fmt: skip
                 try:
-                    bench = Bench(
-                        eth,
-                        f"http://127.0.0.1:{port}/rpc",
-                        chain.deployment.entry_point,
-                        plan.address,
+                    served = ServedDevnet(
+                        eth, f"http://127.0.0.1:{port}/rpc", chain.deployment, plan.address
                     )
-                    for _ in range(100):
-                        try:
-                            await bench.bundler.request("eth_chainId")
-                            break
-                        except Exception:
-                            await asyncio.sleep(0.1)
-                    if not args.validate:  # --validate 0: the inclusion workload only
-                        return await inclusion(bench, args)
-                    return await measure(bench, eth, args)
+                    async with JsonRpcClient(served.rpc_url) as probe:
+                        for _ in range(100):
+                            try:
+                                await probe.request("eth_chainId")
+                                break
+                            except Exception:
+                                await asyncio.sleep(0.1)
+                    yield served
                 finally:
                     proc.terminate()
                     await proc.wait()
-                    await bench.bundler.aclose()
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    async with served_devnet(args.executors) as served:
+        bench = served.bench()
+        try:
+            if not args.validate:  # --validate 0: the inclusion workload only
+                return await inclusion([bench], args)
+            return await measure(bench, served.eth, args)
+        finally:
+            await bench.bundler.aclose()
 
 
 async def measure(bench: Bench, eth: EthClient, args: argparse.Namespace) -> dict[str, Any]:
-    return {**await inclusion(bench, args), **await validation_throughput(bench, eth, args)}
+    return {**await inclusion([bench], args), **await validation_throughput(bench, eth, args)}
 
 
-async def inclusion(bench: Bench, args: argparse.Namespace) -> dict[str, Any]:
+@dataclass
+class Samples:
+    """What the clients of one release (or of all) saw in the measured part."""
+
+    latencies: list[float] = field(default_factory=list)  # send to receipt, s
+    accept: list[float] = field(default_factory=list)  # eth_sendUserOperation, s
+    op_hashes: list[str] = field(default_factory=list)
+    accounts: int = 0
+
+    def __iadd__(self, other: Samples) -> Samples:
+        self.latencies += other.latencies
+        self.accept += other.accept
+        self.op_hashes += other.op_hashes
+        self.accounts += other.accounts
+        return self
+
+
+async def inclusion(benches: Sequence[Bench], args: argparse.Namespace) -> dict[str, Any]:
     """The lockstep workload: `args.accounts` users each send `args.ops` sequential ops
-    through `bench.bundler`, after an unmeasured warm-up that deploys every account."""
+    through the bundler, after an unmeasured warm-up that deploys every account. The users
+    are dealt to `benches` in turn (one release's SimpleAccounts each); with more than one,
+    each release's figures follow the overall ones, prefixed `v0.7_`, `v0.8_`."""
     # Warm-up (not measured): deploy every account with its first op.
-    accounts = [await bench.new_account() for _ in range(args.accounts)]
-    hashes = [await bench.send(await bench.op(o, s, 0, True)) for o, s in accounts]
-    await asyncio.gather(*(bench.receipt(h) for h in hashes))
+    dealt = [benches[i % len(benches)] for i in range(args.accounts)]
+    accounts = [(bench, *await bench.new_account()) for bench in dealt]
+    hashes = [(b, await b.send(await b.op(o, s, 0, True))) for b, o, s in accounts]
+    await asyncio.gather(*(b.receipt(h) for b, h in hashes))
 
-    latencies: list[float] = []
-    accept: list[float] = []
-    op_hashes: list[str] = []
+    samples = {bench.version: Samples() for bench in benches}
 
-    async def user(owner: Any, sender: str) -> None:
+    async def user(bench: Bench, owner: Any, sender: str) -> None:
+        seen = samples[bench.version]
+        seen.accounts += 1
         for k in range(args.ops):
             op = await bench.op(owner, sender, k + 1, False)
             start = time.monotonic()
             op_hash = await bench.send(op)
-            accept.append(time.monotonic() - start)
+            seen.accept.append(time.monotonic() - start)
             receipt = await bench.receipt(op_hash)
             assert receipt["success"], receipt
-            latencies.append(time.monotonic() - start)
-            op_hashes.append(op_hash)
+            seen.latencies.append(time.monotonic() - start)
+            seen.op_hashes.append(op_hash)
 
     start = time.monotonic()
-    await asyncio.gather(*(user(o, s) for o, s in accounts))
+    await asyncio.gather(*(user(b, o, s) for b, o, s in accounts))
     elapsed = time.monotonic() - start
-    gas_per_op, bundles = await bundle_gas_per_op(bench, op_hashes)
+    overall = Samples()
+    for seen in samples.values():
+        overall += seen
+    result = await figures(benches[0], overall, elapsed)
+    if len(benches) > 1:
+        for version, seen in samples.items():
+            by_version = await figures(benches[0], seen, elapsed)
+            result |= {f"v{version.value}_{key}": value for key, value in by_version.items()}
+    return result
+
+
+async def figures(bench: Bench, seen: Samples, elapsed: float) -> dict[str, Any]:
+    gas_per_op, bundles = await bundle_gas_per_op(bench, seen.op_hashes)
     return {
-        "ops": len(op_hashes),
-        "included_ops_per_s": len(op_hashes) / elapsed,
-        "p50_s": statistics.median(latencies),
-        "p95_s": percentile(latencies, 95),
-        "accept_p50_ms": statistics.median(accept) * 1000,
+        "ops": len(seen.op_hashes),
+        "included_ops_per_s": len(seen.op_hashes) / elapsed,
+        "included_ops_per_s_per_account": len(seen.op_hashes) / elapsed / seen.accounts,
+        "p50_s": statistics.median(seen.latencies),
+        "p95_s": percentile(seen.latencies, 95),
+        "accept_p50_ms": statistics.median(seen.accept) * 1000,
         "gas_per_op": gas_per_op,
-        "ops_per_bundle": len(op_hashes) / bundles,
+        "ops_per_bundle": len(seen.op_hashes) / bundles,
     }
 
 

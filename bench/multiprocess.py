@@ -114,7 +114,7 @@ async def multiprocess_bundling(args: argparse.Namespace) -> dict[str, Any]:
                 done = asyncio.Event()
                 sessions = asyncio.create_task(cluster.sessions(done))
                 try:
-                    result, use = await cpu_use(pids, bundler.inclusion(bench, args))
+                    result, use = await cpu_use(pids, bundler.inclusion([bench], args))
                 finally:
                     done.set()
                     sampled = await sessions

@@ -1,0 +1,90 @@
+"""Bundler benchmark across EntryPoint releases: bench/bundler.py's inclusion workload with
+the accounts split between v0.7 and v0.8, against the same load on v0.8 alone.
+
+Method (see docs/benchmarks.md): each round runs the workload twice, every other round the
+split first, each time on a fresh devnet with its own `entryway bundler` process (the same
+invocation as bench/bundler.py, which serves every EntryPoint release the chain carries):
+M SimpleAccounts of the v0.8 release; and M SimpleAccounts dealt in turn to the v0.7 and the
+v0.8 release (half each, each release's npm SimpleAccount through its own factory). All M
+send K sequential ops at once. The split run reports its figures overall and per release;
+the comparison is the split run's against the v0.8-only run's, and whether the inclusion
+rate and the p50 of the whole load and of v0.8's ops stay within 10%.
+
+Run: `make bench-bundler-versions` (or `python -m bench.bundler_versions --rounds 3`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from typing import Any
+
+from bench.bundler import inclusion, served_devnet
+from entryway.domain.entry_points import EntryPointVersion
+
+TOLERANCE = 0.10  # the split may move v0.8's inclusion rate and p50 by this much at most
+SPLIT = (EntryPointVersion.V07, EntryPointVersion.V08)
+
+
+async def workload(versions: tuple[EntryPointVersion, ...], args: argparse.Namespace) -> Any:
+    async with served_devnet(args.executors) as served:
+        benches = [served.bench(version) for version in versions]
+        try:
+            return await inclusion(benches, args)
+        finally:
+            for bench in benches:
+                await bench.bundler.aclose()
+
+
+def comparison(alone: dict[str, Any], split: dict[str, Any]) -> dict[str, Any]:
+    """The split run's figures as ratios of the v0.8-only run's, and the verdict."""
+    ratios = {
+        "rate_split_vs_v08": split["included_ops_per_s"] / alone["included_ops_per_s"],
+        "p50_split_vs_v08": split["p50_s"] / alone["p50_s"],
+        "p50_v0.8_lane_vs_v08": split["v0.8_p50_s"] / alone["p50_s"],
+        "p50_v0.7_lane_vs_v08": split["v0.7_p50_s"] / alone["p50_s"],
+        "per_account_rate_v0.8_lane_vs_v08": split["v0.8_included_ops_per_s_per_account"]
+        / alone["included_ops_per_s_per_account"],
+        "per_account_rate_v0.7_lane_vs_v08": split["v0.7_included_ops_per_s_per_account"]
+        / alone["included_ops_per_s_per_account"],
+    }
+    # The claim is about v0.8: the whole load and v0.8's own ops; v0.7's lane is reported.
+    held = [ratio for key, ratio in ratios.items() if "v0.7" not in key]
+    return {**ratios, "within_10_percent": all(abs(r - 1) <= TOLERANCE for r in held)}
+
+
+async def run(args: argparse.Namespace) -> list[dict[str, Any]]:
+    rounds = []
+    for n in range(args.rounds):
+        # Every other round runs the split first, so a drift in the machine's load over the
+        # rounds does not always favour the same side.
+        if n % 2:
+            split = await workload(SPLIT, args)
+            alone = await workload((EntryPointVersion.V08,), args)
+        else:
+            alone = await workload((EntryPointVersion.V08,), args)
+            split = await workload(SPLIT, args)
+        rounds.append(
+            {
+                **{f"v08_only_{key}": value for key, value in alone.items()},
+                **{f"split_{key}": value for key, value in split.items()},
+                **comparison(alone, split),
+            }
+        )
+    return rounds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--accounts", type=int, default=50)
+    parser.add_argument("--ops", type=int, default=4)
+    parser.add_argument("--executors", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=1)
+    for n, result in enumerate(asyncio.run(run(parser.parse_args())), start=1):
+        print(f"# round {n}")
+        for key, value in result.items():
+            print(f"{key}: {value:.3f}" if isinstance(value, float) else f"{key}: {value}")
+
+
+if __name__ == "__main__":
+    main()
