@@ -403,6 +403,10 @@ async def test_the_standalone_bundler_takes_a_chain_from_the_settings(deployed: 
                 except httpx.HTTPError:
                     assert proc.returncode is None, "the bundler exited"
                     await asyncio.sleep(0.1)
-            assert answer.json()["result"] == ["0x4337084D9E255Ff0702461CF8895CE9E3b5Ff108"]
+            # The chain's configured EntryPoint, and the v0.7 one the devnet carries too.
+            assert answer.json()["result"] == [
+                "0x4337084D9E255Ff0702461CF8895CE9E3b5Ff108",
+                "0x0000000071727De22E5E9d8BAf0edAc6f37da032",
+            ]
     finally:
         await _stop(proc)
