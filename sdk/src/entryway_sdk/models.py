@@ -31,6 +31,10 @@ def _optional_int(value: Any) -> int | None:
     return None if value is None or isinstance(value, Mapping) else quantity(value)
 
 
+def _optional_bool(value: Any) -> bool | None:
+    return value if isinstance(value, bool) else None
+
+
 def _raw() -> Any:
     """The answer a record was read from: not shown, not compared."""
     return field(default_factory=dict, repr=False, compare=False)
@@ -140,7 +144,9 @@ class OpStatus:
     """`/op-status`: pending, submitted, included, failed (mined, execution reverted),
     dropped (with `reason`) or not_found. `credits` is what the op was charged, when the
     service reports it (None otherwise); `l1_fee`, a mined op's share of its bundle's L1 data
-    fee on OP-stack chains (wei; None elsewhere)."""
+    fee on OP-stack chains (wei; None elsewhere). A mined op's `confirmations` count its
+    block and every block on it; `final` says whether that is past the chain's finality
+    depth, where the service knows it (None otherwise, and for an op not mined)."""
 
     chain_id: int
     user_op_hash: str
@@ -149,6 +155,8 @@ class OpStatus:
     reason: str | None = None
     credits: int | None = None
     l1_fee: int | None = None
+    confirmations: int | None = None
+    final: bool | None = None
     raw: Mapping[str, Any] = _raw()
 
     @classmethod
@@ -161,6 +169,8 @@ class OpStatus:
             reason=raw.get("reason"),
             credits=_optional_int(raw.get("credits")),
             l1_fee=quantity(raw["l1Fee"]) if raw.get("l1Fee") is not None else None,
+            confirmations=_optional_int(raw.get("confirmations")),
+            final=_optional_bool(raw.get("final")),
             raw=raw,
         )
 
@@ -259,7 +269,9 @@ class UserOperationReceipt:
     `success` is the op's own execution; `actual_gas_cost` is in wei; `l1_fee` is, on OP-stack
     chains (Base), the part of it that paid for posting the op's data to L1 (wei; None on
     other chains); `credits` is what the service charged for it, when the service reports it
-    (None otherwise)."""
+    (None otherwise). `confirmations` counts the op's block and every block on it; `final`
+    says whether that is past the chain's finality depth, where the service knows it (None
+    otherwise). A receipt whose block a reorg removed is gone until the op is mined again."""
 
     user_op_hash: str
     sender: str
@@ -274,6 +286,8 @@ class UserOperationReceipt:
     logs: tuple[Mapping[str, Any], ...] = ()
     credits: int | None = None
     l1_fee: int | None = None
+    confirmations: int | None = None
+    final: bool | None = None
     raw: Mapping[str, Any] = _raw()
 
     @classmethod
@@ -299,5 +313,7 @@ class UserOperationReceipt:
             logs=tuple(raw.get("logs") or ()),
             credits=credits,
             l1_fee=quantity(raw["l1Fee"]) if raw.get("l1Fee") is not None else None,
+            confirmations=_optional_int(raw.get("confirmations")),
+            final=_optional_bool(raw.get("final")),
             raw=raw,
         )

@@ -1,8 +1,11 @@
 """UserOperation receipts and lookups, read from the chain's UserOperationEvent logs.
 
 Nothing is cached: every answer comes from the node's canonical chain, so a receipt whose
-block was dropped by a reorg disappears with it. On OP-stack chains a receipt also shows the
-op's share of its bundle's L1 data fee (`l1Fee`, wei; `L1FeeQuoter.op_share_wei`).
+block was dropped by a reorg disappears with it. Beside the ERC-4337 fields a receipt says
+how deep its block is: `confirmations` (its own block counting as the first, hex) and, where
+the chain's finality depth is known (`finality`, set by the service that follows the chain),
+`final`. On OP-stack chains it also shows the op's share of its bundle's L1 data fee
+(`l1Fee`, wei; `L1FeeQuoter.op_share_wei`).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from eth_abi.abi import decode
 from entryway import contracts
 from entryway.bundler.gas.l1fee import L1FeeQuoter
 from entryway.bundler.rpc_types import user_operation_json
+from entryway.chain.finality import Finality
 from entryway.chain.rpc import EthClient
 from entryway.domain.eip7702 import delegate_of
 from entryway.domain.evm import checksum, hex_to_bytes, to_hex
@@ -33,8 +37,11 @@ class ReceiptReader:
         self.entry_point = entry_point
         self.chain_id = chain_id
         self.lookback_blocks = lookback_blocks
+        # The chain's depths, where the service follows the chain: receipts then say `final`.
+        self.finality: Finality | None = None
 
-    async def _event_log(self, op_hash: bytes) -> dict[str, Any] | None:
+    async def _event_log(self, op_hash: bytes) -> tuple[dict[str, Any] | None, int]:
+        """The op's UserOperationEvent log, if any, and the head it was looked for from."""
         latest = await self.eth.block_number()
         logs = await self.eth.rpc.request(
             "eth_getLogs",
@@ -47,13 +54,13 @@ class ReceiptReader:
                 }
             ],
         )
-        return logs[-1] if logs else None
+        return (logs[-1] if logs else None), latest
 
     async def receipt(
         self, op_hash: bytes, l1_fees: L1FeeQuoter | None = None
     ) -> dict[str, Any] | None:
         """The op's receipt; with `l1_fees` (OP-stack chains), its `l1Fee` too."""
-        log = await self._event_log(op_hash)
+        log, head = await self._event_log(op_hash)
         if log is None:
             return None
         tx = await self.eth.rpc.request("eth_getTransactionReceipt", [log["transactionHash"]])
@@ -77,6 +84,7 @@ class ReceiptReader:
             "reason": reason,
             "logs": op_logs,
             "receipt": tx,
+            **self._depth(head, int(tx["blockNumber"], 16)),
         }
         if l1_fees is not None:
             bundle = await self.eth.rpc.request(
@@ -89,8 +97,17 @@ class ReceiptReader:
                 doc["l1Fee"] = hex(share)
         return doc
 
+    def _depth(self, head: int, block: int) -> dict[str, Any]:
+        """`confirmations` of a block mined by `head` (a later head may have found the
+        log: never fewer than one), and `final` where the chain's depth is known."""
+        head = max(head, block)
+        depth: dict[str, Any] = {"confirmations": hex(head - block + 1)}
+        if self.finality is not None:
+            depth["final"] = self.finality.is_final(head, block)
+        return depth
+
     async def user_operation(self, op_hash: bytes) -> dict[str, Any] | None:
-        log = await self._event_log(op_hash)
+        log, _head = await self._event_log(op_hash)
         if log is None:
             return None
         tx = await self.eth.rpc.request("eth_getTransactionByHash", [log["transactionHash"]])

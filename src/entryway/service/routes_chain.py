@@ -124,7 +124,8 @@ def chain_routes(prefixes: tuple[str, ...]) -> APIRouter:
             user_op_hash: Annotated[str, Query(alias="userOpHash", pattern=r"^0x[0-9a-fA-F]{64}$")],
         ) -> OpStatusOut:
             """A UserOperation this project sent: pending, submitted, included, failed or
-            dropped (free). Another project's operation is not found."""
+            dropped (free); once mined, its `confirmations` and whether it is `final` by the
+            chain's finality depth. Another project's operation is not found."""
             chain = await usable_chain(request, who, chain_id)
             services: Services = request.app.state.services
             mine = await services.store.ledger.owns(
