@@ -230,6 +230,9 @@ class BundleSender:
             status = OpStatus.INCLUDED if success else OpStatus.FAILED
             self.bundler.counts.ops_included += success
             self.bundler.counts.ops_reverted += not success
-            self.bundler.tracked[e.user_op_hash] = Tracked(status, receipt.tx_hash)
+            # Its body and block kept: a reorg removing the block sends it back (reinclude).
+            self.bundler.tracked[e.user_op_hash] = Tracked(
+                status, receipt.tx_hash, op=e.op, block_number=receipt.block_number
+            )
             for address in e.accountable():
                 self.bundler.reputation.included(address)

@@ -8,7 +8,7 @@ import contextlib
 import logging
 import time
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,8 +23,9 @@ from entryway.bundler.gas.pvg import minimum_pre_verification_gas, pre_verificat
 from entryway.bundler.head import ChainHead
 from entryway.bundler.mempool import Mempool, MempoolEntry, MempoolLimits
 from entryway.bundler.receipts import ReceiptReader
+from entryway.bundler.reorged import ReorgedOps
 from entryway.bundler.reputation import Reputation, ReputationStatus
-from entryway.bundler.states import BundlingMode, OpStatus, Tracked
+from entryway.bundler.states import MINED, BundlingMode, OpStatus, Tracked
 from entryway.bundler.submission import TransactionManager
 from entryway.bundler.tracking import TrackedOps, TrackingLimits
 from entryway.bundler.validation.outcome import ValidationData, ValidationOutcome
@@ -103,6 +104,7 @@ class Bundler:
         )
         self.head = ChainHead(eth)
         self.sender = BundleSender(self)
+        self.reorged = ReorgedOps(self)
         self.auto = AutoBundler(self)
 
     @property
@@ -365,22 +367,34 @@ class Bundler:
         receipt = None if in_flight else await self.receipts.receipt(op_hash)
         if receipt is not None:
             status = OpStatus.INCLUDED if receipt["success"] else OpStatus.FAILED
-            return {
+            found: dict[str, Any] = {
                 "status": status.value,
                 "transactionHash": receipt["receipt"]["transactionHash"],
+                "confirmations": receipt["confirmations"],
             }
+            if "final" in receipt:
+                found["final"] = receipt["final"]
+            return found
         if tracked is None:
             return {"status": OpStatus.NOT_FOUND.value}
-        if tracked.status in (OpStatus.INCLUDED, OpStatus.FAILED):
-            # We saw it mined, the chain no longer has it: a reorg took it; it is pending again
-            # only if resubmitted, so report it as dropped.
-            return {"status": OpStatus.DROPPED.value, "reason": "its block left the chain"}
+        if tracked.status in MINED:
+            # We saw it mined and its event is gone: a reorg took its block.
+            tracked = await self.reinclude(op_hash) or tracked
         out: dict[str, Any] = {"status": tracked.status.value}
         if tracked.tx_hash:
             out["transactionHash"] = tracked.tx_hash
         if tracked.reason:
             out["reason"] = tracked.reason
         return out
+
+    async def blocks_removed(self, block_numbers: Collection[int]) -> None:
+        """A reorg removed these blocks (the chain's follower says so): the ops this bundler
+        had mined in them go back to the mempool, or are dropped (`bundler.reorged`)."""
+        await self.reorged.blocks_removed(block_numbers)
+
+    async def reinclude(self, op_hash: bytes) -> Tracked | None:
+        """The op this bundler saw mined whose block left the chain (`bundler.reorged`)."""
+        return await self.reorged.reinclude(op_hash)
 
     async def pending_op(self, op_hash: bytes) -> UserOperation | None:
         """The op while it waits to be bundled (eth_getUserOperationByHash before its receipt)."""

@@ -1,19 +1,21 @@
 """What became of each op this bundler accepted, kept in bounded memory.
 
 The map answers "pending" and "submitted" without asking the node (clients poll those hard),
-notices a reorg that took an op's block, and remembers why an op was dropped. Once an op is
-final its entry is only a convenience: an included op's receipt, status and body are read
-from the chain's UserOperationEvent logs, so old final entries can go.
+notices a reorg that took an op's block, and remembers why an op was dropped. A mined op
+this bundler bundled keeps its body here, so that a reorg removing its block sends it to the
+mempool again; the retention below covers the reorg depths of the chains served. Past it
+an included op's receipt, status and body are read from the chain's UserOperationEvent
+logs, so old final entries can go.
 """
 
 from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, MutableMapping
+from collections.abc import Callable, Collection, Iterator, MutableMapping
 from dataclasses import dataclass
 
-from entryway.bundler.states import OpStatus, Tracked
+from entryway.bundler.states import MINED, OpStatus, Tracked
 
 FINAL = frozenset({OpStatus.INCLUDED, OpStatus.FAILED, OpStatus.DROPPED})
 
@@ -63,6 +65,16 @@ class TrackedOps(MutableMapping[bytes, Tracked]):
 
     def __len__(self) -> int:
         return len(self._live) + len(self._final)
+
+    def mined_in(self, block_numbers: Collection[int]) -> list[bytes]:
+        """The ops remembered as mined in these blocks with their bodies (re-includable)."""
+        return [
+            op_hash
+            for op_hash, tracked in self._final.items()
+            if tracked.status in MINED
+            and tracked.op is not None
+            and tracked.block_number in block_numbers
+        ]
 
     def clear(self) -> None:
         self._live.clear()

@@ -305,8 +305,9 @@ async def _follow_chains(
     prepared: tuple[PreparedChain, ...],
 ) -> None:
     """A follower per chain (`chain.following`): the blocks a reorg removes reverse the
-    sponsorships settled in them and re-anchor the notary batches anchored in them; each new
-    head makes the settlements deep enough final (`chain.finality`)."""
+    sponsorships settled in them, re-anchor the notary batches anchored in them and send the
+    ops the bundlers mined in them back to the mempool (`bundler.reorged`); each new head
+    makes the settlements deep enough final (`chain.finality`), as receipts then say."""
     sponsorships = SponsorshipReorgs(store.ledger, TaskQueue(store.engine), reorged_events(events))
 
     async def removed(chain_id: int, blocks: list[BlockRef]) -> None:
@@ -319,6 +320,8 @@ async def _follow_chains(
                 batch.block_number,
                 chain_id,
             )
+        for bundler in services.chains[chain_id].rpc.bundlers:  # its ops mined there: again
+            await bundler.blocks_removed(numbers)
 
     async def new_head(chain_id: int, head: BlockRef, finality: Finality) -> None:
         await store.ledger.finalize(chain_id, finality.final_up_to(head.number))
@@ -334,6 +337,8 @@ async def _follow_chains(
             on_head=new_head,
         )
         services.finality[runtime.chain_id] = follower.finality
+        for bundler in runtime.rpc.bundlers:  # receipts say `final` by the chain's depth
+            bundler.receipts.finality = follower.finality
         _background(stack, follower.follow())
 
 

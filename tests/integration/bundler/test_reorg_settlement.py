@@ -228,7 +228,9 @@ async def test_a_reorged_op_no_longer_valid_is_dropped_and_its_gas_charge_stays_
     rig = Rig(client, services, eth)
     pid, key = await tenant(services, PlanName.FREE, [CHAIN])
     op_hash, settled, again = await mined_then_reorged(rig, harness, bundler_rpc, pid, key)
-    rig.clock_offset = 10 * 86_400.0  # its paymaster signature's window has passed
+    # On the new chain its sender already has code, so the op no longer validates: the
+    # bundler that mined it does not take it back, and neither does the settler.
+    await eth.rpc.request("anvil_setCode", [again.payload["op"]["sender"], "0x00"])
     assert await SettleHandler(rig.settler)(again) == {"settled": op_hash}  # done with it
     [(dropped, reason)] = rig.dropped
     assert dropped.user_op_hash == op_hash and "left the chain" in reason

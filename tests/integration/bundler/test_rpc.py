@@ -49,7 +49,7 @@ async def test_send_then_bundle_then_receipt(client: RpcClient, harness: Harness
     assert mined["transactionHash"] == tx_hash and mined["entryPoint"] == client.entry_point
     assert mined["userOperation"] == user_operation_json(op)
     status = await client.result("entryway_getUserOperationStatus", op_hash)
-    assert status == {"status": "included", "transactionHash": tx_hash}
+    assert status == {"status": "included", "transactionHash": tx_hash, "confirmations": "0x1"}
     assert await client.result("debug_bundler_dumpMempool", client.entry_point) == []
 
 
@@ -321,8 +321,9 @@ async def test_a_receipt_disappears_with_its_block(client: RpcClient, harness: H
     assert await client.result("eth_getUserOperationReceipt", op_hash) is None
     assert await client.result("eth_getUserOperationByHash", op_hash) is None
     status = await client.result("entryway_getUserOperationStatus", op_hash)
-    assert status["status"] == "dropped"
-    # The executor's nonce follows the chain back: the next bundle is mined.
+    assert status["status"] == "pending"  # still valid: sent again (docs/bundler.md, "Reorgs")
+    # The executor's nonce follows the chain back: the next bundle is mined, with both ops.
     again = await client.send(await sponsored_op(harness))
     await client.bundle()
     assert (await client.result("eth_getUserOperationReceipt", again))["success"] is True
+    assert (await client.result("eth_getUserOperationReceipt", op_hash))["success"] is True

@@ -50,6 +50,7 @@ class ChainLogs(ReceiptReader):
             "userOpHash": "0x" + op_hash.hex(),
             "success": True,
             "receipt": {"transactionHash": tx},
+            "confirmations": "0x1",
         }
 
 
@@ -80,13 +81,18 @@ async def test_a_long_running_bundler_keeps_a_bounded_map_and_still_answers() ->
     assert chain.reads == reads  # answered from the map, as clients poll it hard
 
     # Long evicted, the first op is still answered: the chain's logs hold it.
-    assert await bundler.status(op_hash(0)) == {"status": "included", "transactionHash": tx_hash(0)}
+    assert await bundler.status(op_hash(0)) == {
+        "status": "included",
+        "transactionHash": tx_hash(0),
+        "confirmations": "0x1",
+    }
     rpc = BundlerRpc(bundler, GasEstimator(bundler.eth, EP))
     receipt = await rpc.get_user_operation_receipt(["0x" + op_hash(0).hex()])
     assert receipt is not None and receipt["receipt"]["transactionHash"] == tx_hash(0)
     assert await bundler.status(op_hash(19_999)) == {
         "status": "included",
         "transactionHash": tx_hash(19_999),
+        "confirmations": "0x1",
     }
 
 
