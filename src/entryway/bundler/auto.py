@@ -26,6 +26,9 @@ ACTIVE_S = 30.0
 class AutoBundler:
     def __init__(self, bundler: Bundler) -> None:
         self.bundler = bundler
+        # The bundlers it sends for: this one, then the chain's other EntryPoints' (`join`).
+        # One schedule for them all, so each block's bundles are built side by side.
+        self.group: list[Bundler] = [bundler]
         config = bundler.config
         self.clock = BlockClock(precise_s=2.5 * config.head_poll_s)
         self.schedule = BundleSchedule(
@@ -34,6 +37,15 @@ class AutoBundler:
         self.wake = asyncio.Event()  # set when a full bundle's worth of ops waits
         self._last_op_at = time.monotonic()  # watch closely at first: the clock learns the chain
         self._op_arrived = asyncio.Event()
+
+    def join(self, other: Bundler) -> None:
+        """Send `other`'s bundles too, on this schedule (another EntryPoint on the chain):
+        its ops wake this loop, and it runs no loops of its own."""
+        self.group.append(other)
+        other.auto = self
+
+    def _waiting(self) -> int:
+        return sum(len(b.mempool) for b in self.group)
 
     def op_arrived(self) -> None:
         self._last_op_at = time.monotonic()
@@ -48,19 +60,25 @@ class AutoBundler:
                 await asyncio.wait_for(self.wake.wait(), tick)
             full = self.wake.is_set()
             self.wake.clear()
-            if self.bundler.mode is not BundlingMode.AUTO or not len(self.bundler.mempool):
+            if self.bundler.mode is not BundlingMode.AUTO or not self._waiting():
                 continue
             started = time.monotonic()
             if not full and not self.schedule.due(started):
                 continue
-            try:
-                if await self.bundler.bundle_once(wait=False) is not None:
-                    self.schedule.sent(started, time.monotonic(), scheduled=not full)
-            except RpcTransportError as exc:
-                # The node client logs the outage once, and its end; not each tick's failure.
-                log.debug("bundling skipped: %s", exc)
-            except Exception:
-                log.exception("bundling failed")
+            waiting = [b for b in self.group if len(b.mempool)]
+            results = await asyncio.gather(
+                *(b.bundle_once(wait=False) for b in waiting), return_exceptions=True
+            )
+            for result in results:
+                if isinstance(result, RpcTransportError):
+                    # The node client logs the outage once, and its end; not each tick's.
+                    log.debug("bundling skipped: %s", result)
+                elif isinstance(result, Exception):
+                    log.error("bundling failed", exc_info=result)
+                elif isinstance(result, BaseException):
+                    raise result
+            if any(isinstance(r, str) for r in results):
+                self.schedule.sent(started, time.monotonic(), scheduled=not full)
 
     async def watch_head_loop(self) -> None:
         """Feeds the block clock: recent blocks' spacing, then when each new block number
@@ -73,7 +91,7 @@ class AutoBundler:
             )
             self.clock.seed([int(b["timestamp"], 16) for b in blocks])
         while True:
-            quiet = not len(self.bundler.mempool) and time.monotonic() - self._last_op_at > ACTIVE_S
+            quiet = not self._waiting() and time.monotonic() - self._last_op_at > ACTIVE_S
             with contextlib.suppress(TimeoutError):  # an op arriving ends a quiet spell
                 await asyncio.wait_for(
                     self._op_arrived.wait(),

@@ -114,8 +114,9 @@ class Bundler:
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
-        self._tasks.append(asyncio.create_task(self.auto.bundle_loop(), name="auto-bundle"))
-        self._tasks.append(asyncio.create_task(self.auto.watch_head_loop(), name="head-watch"))
+        if self.auto.bundler is self:  # not when another EntryPoint's bundler sends for it
+            self._tasks.append(asyncio.create_task(self.auto.bundle_loop(), name="auto-bundle"))
+            self._tasks.append(asyncio.create_task(self.auto.watch_head_loop(), name="head-watch"))
         self._tasks.append(asyncio.create_task(self._decay_loop(), name="reputation-decay"))
 
     async def stop(self) -> None:

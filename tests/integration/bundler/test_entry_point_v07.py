@@ -5,6 +5,7 @@ carry (EIP-7702) refused."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from typing import Any
@@ -229,3 +230,23 @@ async def test_estimate_names_the_revert_reason(both: BundlerRpc, harness: Harne
     assert failure["code"] == -32521
     assert failure["message"] == "UserOperation execution reverted: only owner"
     assert failure["data"]["revertData"].startswith("0x08c379a0")
+
+
+async def test_auto_mode_bundles_every_entry_points_ops(both: BundlerRpc, harness: Harness) -> None:
+    """In auto mode one schedule sends for both EntryPoints: the v0.7 bundler runs no loop of
+    its own, yet its ops are bundled without being asked."""
+    [v07] = both.siblings.values()
+    assert v07.bundler.auto is both.bundler.auto
+    op, _ = await simple_account_op(harness, V07.address, FACTORY07)
+    await call(both, "debug_bundler_setBundlingMode", "auto")
+    try:
+        sent = await call(both, "eth_sendUserOperation", user_operation_json(op), V07.address)
+        receipt = None
+        for _ in range(200):
+            receipt = await call(both, "eth_getUserOperationReceipt", sent)
+            if receipt is not None:
+                break
+            await asyncio.sleep(0.05)
+    finally:
+        await call(both, "debug_bundler_setBundlingMode", "manual")
+    assert receipt is not None and receipt["success"] is True
