@@ -152,25 +152,30 @@ def _typed_digest(domain: bytes, struct_hash: bytes) -> bytes:
     return keccak(b"\x19\x01" + domain + struct_hash)
 
 
+_PACKED_TYPES = [
+    *("address", "uint256", "bytes32", "bytes32"),
+    *("bytes32", "uint256", "bytes32", "bytes32"),
+]
+
+
+def _packed_fields(op: UserOperation) -> list[object]:
+    """The op's eight fields as both releases hash them (byte strings by their keccak)."""
+    return [
+        checksum(op.sender),
+        op.nonce,
+        keccak(op.init_code),
+        keccak(op.call_data),
+        op.account_gas_limits,
+        op.pre_verification_gas,
+        op.gas_fees,
+        keccak(op.paymaster_and_data),
+    ]
+
+
 def user_op_struct_hash(op: UserOperation) -> bytes:
+    """v0.8's EIP-712 struct hash: the typehash, then the eight packed fields."""
     return keccak(
-        encode(
-            [
-                *("bytes32", "address", "uint256", "bytes32", "bytes32"),
-                *("bytes32", "uint256", "bytes32", "bytes32"),
-            ],
-            [
-                PACKED_USEROP_TYPEHASH,
-                checksum(op.sender),
-                op.nonce,
-                keccak(op.init_code),
-                keccak(op.call_data),
-                op.account_gas_limits,
-                op.pre_verification_gas,
-                op.gas_fees,
-                keccak(op.paymaster_and_data),
-            ],
-        )
+        encode(["bytes32", *_PACKED_TYPES], [PACKED_USEROP_TYPEHASH, *_packed_fields(op)])
     )
 
 
@@ -182,24 +187,7 @@ def entry_point_version(entry_point: str) -> EntryPointVersion:
 
 def _packed_fields_hash(op: UserOperation) -> bytes:
     """keccak of the eight packed fields v0.7 hashes (v0.8's struct hash without its typehash)."""
-    return keccak(
-        encode(
-            [
-                *("address", "uint256", "bytes32", "bytes32"),
-                *("bytes32", "uint256", "bytes32", "bytes32"),
-            ],
-            [
-                checksum(op.sender),
-                op.nonce,
-                keccak(op.init_code),
-                keccak(op.call_data),
-                op.account_gas_limits,
-                op.pre_verification_gas,
-                op.gas_fees,
-                keccak(op.paymaster_and_data),
-            ],
-        )
-    )
+    return keccak(encode(_PACKED_TYPES, _packed_fields(op)))
 
 
 def user_op_hash(
