@@ -72,7 +72,8 @@ def _chain_families(services: Services) -> list[Metric]:
 
 
 def bundler_families(chains: Iterable[ChainBundler]) -> list[Metric]:
-    """Each chain's mempool, bundles, ops and node failures, as its bundler counted them."""
+    """Each chain's mempool, bundles, ops and node failures, as its bundlers (one per
+    EntryPoint) counted them."""
     mempool = GaugeMetricFamily(
         "entryway_mempool_ops", "UserOperations waiting in the mempool.", labels=("chain",)
     )
@@ -100,14 +101,15 @@ def bundler_families(chains: Iterable[ChainBundler]) -> list[Metric]:
     )
     for chain in chains:
         label = str(chain.chain_id)
-        bundler = chain.bundler
-        counts = bundler.counts
-        mempool.add_metric((label,), len(bundler.mempool))
-        bundles.add_metric((label,), counts.bundles_sent)
-        gas.add_metric((label,), counts.bundle_gas_used)
-        included.add_metric((label, "succeeded"), counts.ops_included)
-        included.add_metric((label, "reverted"), counts.ops_reverted)
-        dropped.add_metric((label,), counts.ops_dropped)
+        # The chain's EntryPoints' bundlers together (they share the chain's bundling loop).
+        group = chain.bundler.auto.group
+        counts = [b.counts for b in group]
+        mempool.add_metric((label,), sum(len(b.mempool) for b in group))
+        bundles.add_metric((label,), sum(c.bundles_sent for c in counts))
+        gas.add_metric((label,), sum(c.bundle_gas_used for c in counts))
+        included.add_metric((label, "succeeded"), sum(c.ops_included for c in counts))
+        included.add_metric((label, "reverted"), sum(c.ops_reverted for c in counts))
+        dropped.add_metric((label,), sum(c.ops_dropped for c in counts))
         node.add_metric((label,), chain.eth.rpc.failures)
     return [mempool, bundles, gas, included, dropped, node]
 

@@ -250,3 +250,20 @@ async def test_auto_mode_bundles_every_entry_points_ops(both: BundlerRpc, harnes
     finally:
         await call(both, "debug_bundler_setBundlingMode", "manual")
     assert receipt is not None and receipt["success"] is True
+
+
+async def test_the_chains_metrics_count_v07_bundles(both: BundlerRpc, harness: Harness) -> None:
+    from entryway.service.metrics_scrape import ChainBundler, bundler_families
+
+    def sent() -> float:
+        [bundles] = [f for f in families() if f.name == "entryway_bundles_sent"]
+        return sum(s.value for s in bundles.samples if s.name.endswith("_total"))
+
+    def families() -> list[Any]:
+        return bundler_families([ChainBundler(harness.chain_id, both.bundler, harness.eth)])
+
+    before = sent()
+    op, _ = await simple_account_op(harness, V07.address, FACTORY07)
+    await call(both, "eth_sendUserOperation", user_operation_json(op), V07.address)
+    await call(both, "debug_bundler_sendBundleNow")
+    assert sent() == before + 1
