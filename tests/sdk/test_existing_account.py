@@ -36,27 +36,14 @@ from entryway.domain.entry_points import V07, EntryPointVersion
 from entryway.domain.evm import keccak
 from entryway.domain.signatures import eth_signed_message_digest
 from tests.sdk.fakes import API, DEFAULTS, FAST, NODE, Fake
+from tests.sdk.test_hashing import VECTOR_OP
 from tests.unit.test_userop import user_ops
 
 ACCOUNT = "0x5555555555555555555555555555555555555555"
 PAYMASTER = "0xD0cF9e6DB79Cb594E04D1c82319cfCDE99B31C85"
 SIMPLE_ACCOUNT = contracts.load("SimpleAccountV07").abi
 ZERO_ADDRESS = "0x" + "00" * 20
-OP = UserOperation(
-    sender="0x1111111111111111111111111111111111111111",
-    nonce=7,
-    call_data=bytes.fromhex("b61d27f6"),
-    call_gas_limit=100_000,
-    verification_gas_limit=200_000,
-    pre_verification_gas=50_000,
-    max_fee_per_gas=3 * 10**9,
-    max_priority_fee_per_gas=10**9,
-    factory="0x2222222222222222222222222222222222222222",
-    factory_data=b"\x01\x02",
-    paymaster="0x3333333333333333333333333333333333333333",
-    paymaster_verification_gas_limit=60_000,
-    paymaster_data=b"\xaa" * 77,
-)
+OP = VECTOR_OP
 
 
 # ---------------------------------------------------------------- the v0.7 hash

@@ -36,23 +36,27 @@ def sdk_op(op: service_userop.UserOperation) -> UserOperation:
     return UserOperation.from_rpc(user_operation_json(op))
 
 
+# A fixed op whose hashes are known vectors (the v0.7 one checked in test_existing_account).
+VECTOR_OP = UserOperation(
+    sender="0x1111111111111111111111111111111111111111",
+    nonce=7,
+    call_data=bytes.fromhex("b61d27f6"),
+    call_gas_limit=100_000,
+    verification_gas_limit=200_000,
+    pre_verification_gas=50_000,
+    max_fee_per_gas=3 * 10**9,
+    max_priority_fee_per_gas=10**9,
+    factory="0x2222222222222222222222222222222222222222",
+    factory_data=b"\x01\x02",
+    paymaster="0x3333333333333333333333333333333333333333",
+    paymaster_verification_gas_limit=60_000,
+    paymaster_data=b"\xaa" * 77,
+)
+
+
 def test_a_known_user_op_hash() -> None:
     """A fixed vector, computed by `entryway.domain.userop.user_op_hash`."""
-    op = UserOperation(
-        sender="0x1111111111111111111111111111111111111111",
-        nonce=7,
-        call_data=bytes.fromhex("b61d27f6"),
-        call_gas_limit=100_000,
-        verification_gas_limit=200_000,
-        pre_verification_gas=50_000,
-        max_fee_per_gas=3 * 10**9,
-        max_priority_fee_per_gas=10**9,
-        factory="0x2222222222222222222222222222222222222222",
-        factory_data=b"\x01\x02",
-        paymaster="0x3333333333333333333333333333333333333333",
-        paymaster_verification_gas_limit=60_000,
-        paymaster_data=b"\xaa" * 77,
-    )
+    op = VECTOR_OP
     assert (
         user_op_hash(op, ENTRY_POINT_V08, 80002).hex()
         == "7d8b4eeb4d8695d602c78ea512b0b6de42934c33a8e260f557794b2ef79eb1b7"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -42,14 +43,9 @@ def devnet_settings(
             executor_key_files=[keys / "bundler-executor.key"],
             paymaster_signer_key_file=keys / "paymaster-signer.key",
             notary_submitter_key_file=keys / "notary-submitter.key",
+            # Every address the devnet deployed (the deployment's fields but its chain id).
             addresses=ContractAddresses(
-                entry_point=chain.deployment.entry_point,
-                account_factory=chain.deployment.account_factory,
-                paymaster=chain.deployment.paymaster,
-                notary=chain.deployment.notary,
-                entry_point_v07=chain.deployment.entry_point_v07,
-                paymaster_v07=chain.deployment.paymaster_v07,
-                simple_account_factory_v07=chain.deployment.simple_account_factory_v07,
+                **{k: v for k, v in asdict(chain.deployment).items() if k != "chain_id"}
             ),
             price_feed=feeds.get(chain.chain_id),
         )
