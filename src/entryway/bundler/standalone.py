@@ -10,7 +10,6 @@ from pathlib import Path
 from eth_account import Account
 from eth_account.signers.local import LocalAccount
 
-from entryway import contracts
 from entryway.bundler.gas.estimation import GasEstimator
 from entryway.bundler.releases import (
     BundlerFactory,
@@ -35,7 +34,6 @@ from entryway.domain.evm import checksum
 from entryway.domain.networks import FeeRules, fee_rules_for
 from entryway.errors import ConfigurationError
 
-EP = contracts.load("EntryPoint").abi
 log = logging.getLogger("entryway.bundler")
 
 
