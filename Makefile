@@ -71,7 +71,7 @@ bench-bundler: setup
 	$(BIN)/python -m bench.bundler
 
 bench-bundler-versions: setup
-	$(BIN)/python -m bench.bundler_versions --rounds 3
+	$(BIN)/python -m bench.bundler_versions
 
 bench-api: setup
 	$(BIN)/python -m bench.api --write-doc

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("entryway.bundler")
 AUTO_TICK_S = 0.05  # how often auto mode asks the schedule
 SEED_BLOCKS = 8  # recent blocks whose timestamps may give the block interval at start
+SEED_TRIES = 12  # new heads whose recent timestamps are read while the interval is unknown
 IDLE_HEAD_POLL_S = 2.0  # head reads when no op came for ACTIVE_S (hosted RPCs bill per call)
 ACTIVE_S = 30.0
 
@@ -82,14 +83,12 @@ class AutoBundler:
 
     async def watch_head_loop(self) -> None:
         """Feeds the block clock: recent blocks' spacing, then when each new block number
-        was first seen; every head_poll_s while ops come, every IDLE_HEAD_POLL_S when quiet."""
-        with contextlib.suppress(Exception):  # without a seed the clock learns from arrivals
-            latest = await self.bundler.eth.block_number()
-            numbers = range(max(latest - SEED_BLOCKS, 0), latest + 1)
-            blocks = await self.bundler.eth.rpc.batch(
-                [("eth_getBlockByNumber", [hex(n), False]) for n in numbers]
-            )
-            self.clock.seed([int(b["timestamp"], 16) for b in blocks])
+        was first seen; every head_poll_s while ops come, every IDLE_HEAD_POLL_S when quiet.
+        Until the clock knows the interval, each new head's recent blocks are read again
+        (SEED_TRIES times at most): a devnet that mined its set-up on demand and then at
+        a steady interval is learnt from the timestamps, not only from the arrivals."""
+        await self._seed()
+        tries = SEED_TRIES
         while True:
             quiet = not self._waiting() and time.monotonic() - self._last_op_at > ACTIVE_S
             with contextlib.suppress(TimeoutError):  # an op arriving ends a quiet spell
@@ -105,4 +104,18 @@ class AutoBundler:
             except Exception as exc:  # the node may be down for a while; keep watching
                 log.debug("head poll failed: %s", exc)
                 continue
+            new_head = self.clock.latest is not None and number > self.clock.latest
             self.clock.observe(number, time.monotonic())
+            if new_head and tries and self.clock.interval() is None:
+                tries -= 1
+                await self._seed(number)
+
+    async def _seed(self, latest: int | None = None) -> None:
+        with contextlib.suppress(Exception):  # without a seed the clock learns from arrivals
+            if latest is None:
+                latest = await self.bundler.eth.block_number()
+            numbers = range(max(latest - SEED_BLOCKS, 0), latest + 1)
+            blocks = await self.bundler.eth.rpc.batch(
+                [("eth_getBlockByNumber", [hex(n), False]) for n in numbers]
+            )
+            self.clock.seed([int(b["timestamp"], 16) for b in blocks])

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 
 MIN_GAPS = 3  # observed one-block gaps needed before predicting
+SEED_GAPS = 4  # equal gaps between the latest blocks' timestamps that give an interval
 MAX_JITTER = 0.25  # gaps further than this fraction from their median: no steady interval
 HORIZON = 24  # blocks ahead of the last arrival a prediction may reach
 
@@ -52,13 +53,21 @@ class BlockClock:
         self._latest = number
         self._read_at = at
 
+    @property
+    def latest(self) -> int | None:
+        """The latest block number read."""
+        return self._latest
+
     def seed(self, timestamps: list[int]) -> None:
-        """Recent blocks' timestamps, oldest first: if they are evenly spaced (whole seconds
-        apart, as on a chain with 1 s or 2 s blocks), that spacing is the interval until
-        enough arrivals have been seen; only the phase then waits for one new block."""
-        gaps = {t2 - t1 for t1, t2 in pairwise(timestamps)}
-        if len(timestamps) > MIN_GAPS and len(gaps) == 1 and (gap := gaps.pop()) > 0:
-            self._seeded = float(gap)
+        """Recent blocks' timestamps, oldest first: if the latest of them are evenly spaced
+        (whole seconds apart, as on a chain with 1 s or 2 s blocks; the last SEED_GAPS gaps
+        equal, whatever came before), that spacing is the interval until enough
+        arrivals have been seen; only the phase then waits for one new block."""
+        gaps = [t2 - t1 for t1, t2 in pairwise(timestamps)]
+        if len(gaps) < SEED_GAPS or gaps[-1] <= 0:
+            return
+        if all(gap == gaps[-1] for gap in gaps[-SEED_GAPS:]):
+            self._seeded = float(gaps[-1])
 
     def interval(self) -> float | None:
         """The steady block interval, or None when blocks do not come at one. A few late

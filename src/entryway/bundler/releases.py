@@ -72,6 +72,7 @@ async def add_entry_point(
         tracing=config.tracing,
     )
     sibling = make(eth, bundler.executors, validator, config)
+    sibling.head = bundler.head  # ops to either EntryPoint arriving together share a head read
     bundler.auto.join(sibling)  # each block's bundles, one per EntryPoint, built together
     rpc = BundlerRpc(sibling, GasEstimator(eth, entry_point, sibling.l1_fees), debug=main.debug)
     main.serve_also(rpc)

@@ -232,6 +232,12 @@ async def test_estimate_names_the_revert_reason(both: BundlerRpc, harness: Harne
     assert failure["data"]["revertData"].startswith("0x08c379a0")
 
 
+async def test_the_entry_points_share_the_chains_head(both: BundlerRpc) -> None:
+    """Ops to v0.7 and v0.8 arriving together are judged against one head read."""
+    [v07] = both.siblings.values()
+    assert v07.bundler.head is both.bundler.head
+
+
 async def test_auto_mode_bundles_every_entry_points_ops(both: BundlerRpc, harness: Harness) -> None:
     """In auto mode one schedule sends for both EntryPoints: the v0.7 bundler runs no loop of
     its own, yet its ops are bundled without being asked."""

@@ -56,8 +56,23 @@ def test_evenly_spaced_timestamps_give_the_interval_from_the_first_arrival() -> 
     assert block is not None and (block.number, block.due_at) == (22, pytest.approx(53.93))
 
 
+def test_the_latest_evenly_spaced_timestamps_seed_whatever_came_before() -> None:
+    """A devnet that mined its set-up on demand, then one block a second."""
+    clock = BlockClock(precise_s=SPARSE)
+    clock.seed([500, 500, 500, 503, 504, 505, 506, 507])
+    clock.observe(30, 40.0)
+    clock.observe(31, 40.93)
+    assert clock.interval() == 1.0
+
+
 @pytest.mark.parametrize(
-    "timestamps", [[1000, 1001, 1005, 1006, 1007], [7, 7, 7, 7, 7], [1000, 1002, 1004]]
+    "timestamps",
+    [
+        [1000, 1001, 1005, 1006, 1007, 1008],
+        [7, 7, 7, 7, 7, 7],
+        [1000, 1002, 1004, 1006],
+        [1000, 1001, 1002, 1003, 1004, 1006],
+    ],
 )
 def test_uneven_equal_or_too_few_timestamps_seed_nothing(timestamps: list[int]) -> None:
     clock = BlockClock(precise_s=SPARSE)
