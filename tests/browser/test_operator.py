@@ -115,6 +115,8 @@ async def test_maintenance_refuses_calls_on_its_chain_until_switched_off(
         balances = await card.locator("[data-executor]").all_inner_texts()
         assert balances and all(re.search(r"[1-9][0-9,]* wei", b) for b in balances), balances
         assert "off" in await card.locator("[data-check=maintenance]").inner_text()
+        deposits = await card.locator("[data-check=deposit] li").all()
+        assert [await d.get_attribute("data-version") for d in deposits] == ["0.8", "0.7"]
     await screenshots(page, "operator-network")
 
     base = page.locator(f"#chain-{BASE_SEPOLIA}")

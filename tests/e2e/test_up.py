@@ -10,6 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from entryway.devnet.anvil import free_port
 from tests.running import start, stop
@@ -140,11 +141,28 @@ async def test_operators_see_the_paymaster_deposits_and_a_low_one_is_flagged(
                     "/v1/admin/paymaster", headers={"Authorization": f"Bearer {token}"}
                 )
                 deposits = r.json()["deposits"]
-                if len(deposits) == 2:
+                if len(deposits) == 4:
                     break
                 await asyncio.sleep(0.1)
-            assert [d["chainId"] for d in deposits] == [80002, 84532]
+            # Every paymaster is watched: v0.8's and v0.7's, on each chain.
+            demo = json.loads((tmp_path / "demo.json").read_text())
+            paymasters = [
+                (int(chain_id), version, chain[name].lower())
+                for chain_id, chain in sorted(demo["chains"].items())
+                for version, name in (("0.8", "paymaster"), ("0.7", "paymasterV07"))
+            ]
+            assert [
+                (d["chainId"], d["entryPointVersion"], d["paymaster"].lower()) for d in deposits
+            ] == paymasters
             assert all(d["low"] and int(d["depositWei"]) > 0 for d in deposits)
+            metrics = (await http.get("/metrics")).text
+            gauges = {
+                (int(s.labels["chain"]), s.labels["paymaster"].lower())
+                for family in text_string_to_metric_families(metrics)
+                if family.name == "entryway_paymaster_deposit_wei"
+                for s in family.samples
+            }
+            assert gauges == {(chain_id, pm) for chain_id, _, pm in paymasters}
             refused = await http.get("/v1/admin/paymaster")
             assert refused.json()["code"] == "invalid_admin_token"
     finally:

@@ -1,15 +1,26 @@
 """The pure parts of the operations pages: the policy form to and from the rules document,
-and deposits in the token's units."""
+deposits in the token's units, and a deposit row for each paymaster of each chain."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any, cast
 
 import pytest
 
-from entryway.dashboard.operations_pages import native_amount, status_tone
+from entryway.dashboard.operations_pages import (
+    NOTHING,
+    deposit_rows,
+    native_amount,
+    status_tone,
+)
 from entryway.dashboard.policy_form import PolicyForm
+from entryway.deploy.deployer import Deployment
+from entryway.domain.entry_points import V07, V08
+from entryway.domain.evm import checksum
 from entryway.domain.sponsorship import PolicyRulesError, SponsorshipPolicy, SponsorshipRules
+from entryway.paymaster.deposit import DepositStatus
+from entryway.service.services import ChainRuntime, Services
 
 FULL_RULES = {
     "spendCap": {"credits": 50_000, "period": "month"},
@@ -92,3 +103,23 @@ def test_statuses_are_toned_good_bad_or_still_moving() -> None:
     assert status_tone("included") == "ok"
     assert status_tone("dropped") == "bad"
     assert status_tone("pending") == "warn"
+
+
+def test_each_paymaster_of_a_chain_has_its_deposit_row() -> None:
+    pm08, pm07 = checksum("0x" + "a8" * 20), checksum("0x" + "a7" * 20)
+    deployment = Deployment(
+        80002, V08.address, "0x" + "f1" * 20, pm08, "0x" + "f2" * 20,
+        entry_point_v07=V07.address, paymaster_v07=pm07,
+    )  # fmt: skip
+    services = Services()
+    services.chains[80002] = ChainRuntime(80002, "", deployment, cast(Any, None), cast(Any, None))
+    services.record_deposit(DepositStatus(80002, V07.address, pm07, 2 * 10**18, 10**17))
+
+    rows = deposit_rows(services, [84532, 80002])  # 84532: a chain this service does not run
+    assert [(r.chain_id, r.version, r.reading is not None) for r in rows] == [
+        (80002, "0.8", False),
+        (80002, "0.7", True),
+        (84532, None, False),
+    ]
+    assert (rows[1].amount, rows[1].threshold) == ("2 POL", "0.1 POL")
+    assert rows[0].amount == rows[2].amount == NOTHING

@@ -131,11 +131,13 @@ def _chain_of(hold_key: str) -> int | None:
 
 
 def deposit_events(store: Store, events: WebhookStore) -> DepositAlert:
-    """paymaster.deposit_low to every project that has the chain enabled."""
+    """paymaster.deposit_low to every project that has the chain enabled, naming the paymaster
+    and its EntryPoint (the service has one paymaster per EntryPoint release)."""
 
     async def alert(status: DepositStatus) -> None:
         data = {
             "chainId": status.chain_id,
+            "entryPoint": status.entry_point,
             "paymaster": status.paymaster,
             "depositWei": str(status.deposit_wei),
             "thresholdWei": str(status.threshold_wei),

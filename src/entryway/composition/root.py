@@ -225,7 +225,8 @@ async def _paymaster(
     serving: bool,
 ) -> SponsorshipSettler:
     """ERC-7677 on every chain with the configured signer (a key file or variable, never the
-    database), the settler that turns holds into final charges, the deposit watchers."""
+    database), the settler that turns holds into final charges, the deposit watchers (one
+    per paymaster: each EntryPoint release has its own)."""
     chains = services.chains.values()
     signer = prepared[0].keys.paymaster_signer if prepared else None
     if signer is not None:
@@ -265,16 +266,12 @@ async def _paymaster(
     if serving:
         await settler.start()
         stack.push_async_callback(settler.stop)
-        for c in chains:
-            watcher = DepositWatcher(
-                c.eth,
-                c.chain_id,
-                c.deployment.entry_point,
-                c.deployment.paymaster,
-                settings.paymaster.deposit_alert_wei,
-                deposit_events(store, events),
-            )
-            _background(stack, _watch_deposit(services, watcher))
+        alert = deposit_events(store, events)
+        threshold = settings.paymaster.deposit_alert_wei
+        for c in chains:  # every paymaster: v0.8's and each other release's, at its EntryPoint
+            for entry_point, pm in services.paymaster_contracts(c.chain_id).items():
+                watcher = DepositWatcher(c.eth, c.chain_id, entry_point, pm, threshold, alert)
+                _background(stack, _watch_deposit(services, watcher))
     return settler
 
 
@@ -367,13 +364,17 @@ def _background(stack: AsyncExitStack, job: Awaitable[None]) -> None:
 
 
 async def _watch_deposit(services: Services, watcher: DepositWatcher) -> None:
-    """Keep the deposit's latest reading for the operator (/v1/admin/paymaster); a fall under
-    the threshold alerts once (log and webhooks) until it recovers."""
+    """Keep the paymaster's latest deposit reading for the operator (/v1/admin/paymaster,
+    /metrics, /readyz, the dashboard); a fall under the threshold alerts once (log and
+    webhooks) until it recovers."""
     while True:
         try:
-            services.deposits[watcher.chain_id] = await watcher.check()
+            services.record_deposit(await watcher.check())
         except Exception:
-            log.warning("cannot read the paymaster deposit on chain %d", watcher.chain_id)
+            log.warning(
+                "cannot read the deposit of paymaster %s on chain %d",
+                watcher.paymaster, watcher.chain_id,
+            )  # fmt: skip
         await asyncio.sleep(DEPOSIT_CHECK_SECONDS)
 
 

@@ -1,7 +1,7 @@
 """Operations: a project's recent UserOperations (status as /op-status reports it, credits
 charged, explorer links), its notarizations with their proofs to download, its tasks, and the
-paymaster deposit of each of its chains. Webhooks and sponsorship policies have pages of their
-own (webhook_pages, policy_pages)."""
+deposit of each paymaster (one per EntryPoint release) on each of its chains. Webhooks and
+sponsorship policies have pages of their own (webhook_pages, policy_pages)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from fastapi.responses import Response
 from entryway.dashboard import web
 from entryway.domain.networks import NETWORKS, Network
 from entryway.domain.notarization import Notarization, NotarizationStatus
-from entryway.paymaster.deposit import DepositStatus
+from entryway.paymaster.deposit import DepositStatus, PaymasterDeposit
 from entryway.service.downloads import attachment
 from entryway.service.services import Services
 from entryway.storage.project_activity import ProjectActivity, SentOp
@@ -64,7 +64,17 @@ class NotarizationRow:
 class DepositRow:
     chain_id: int
     network: Network | None
-    reading: DepositStatus | None  # None: not read yet, or this service does not sponsor there
+    deposit: PaymasterDeposit | None  # None: this service does not run the chain
+
+    @property
+    def version(self) -> str | None:
+        """The EntryPoint release the paymaster serves."""
+        return None if self.deposit is None else self.deposit.version.value
+
+    @property
+    def reading(self) -> DepositStatus | None:
+        """None: not read yet, or this service does not run the chain."""
+        return None if self.deposit is None else self.deposit.reading
 
     @property
     def amount(self) -> str:
@@ -125,7 +135,13 @@ async def notarization_rows(services: Services, project_id: str) -> list[Notariz
 
 
 def deposit_rows(services: Services, chains: Iterable[int]) -> list[DepositRow]:
-    return [DepositRow(c, NETWORKS.get(c), services.deposits.get(c)) for c in sorted(chains)]
+    """A row per paymaster of each chain, v0.8's first; a bare row for a chain this service
+    does not run."""
+    rows = []
+    for chain_id in sorted(chains):
+        deposits: list[PaymasterDeposit | None] = [*services.deposits_on(chain_id)] or [None]
+        rows += [DepositRow(chain_id, NETWORKS.get(chain_id), d) for d in deposits]
+    return rows
 
 
 def routes() -> APIRouter:

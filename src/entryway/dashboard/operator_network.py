@@ -1,7 +1,8 @@
 """What the operator's network page shows for each chain this service runs: whether its RPC
-answers and with which chain id, the bundler's executor balances, the paymaster's deposit as
-its watcher last read it, and whether the chain is under maintenance. Read when the page is
-opened, each probe bounded in time, so one dead node does not hold the page."""
+answers and with which chain id, the bundler's executor balances, each paymaster's deposit
+(one paymaster per EntryPoint release) as its watcher last read it, and whether the chain is
+under maintenance. Read when the page is opened, each probe bounded in time, so one dead node
+does not hold the page."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from datetime import datetime
 from entryway.chain.rpc import RpcError, RpcTransportError
 from entryway.domain.networks import NETWORKS, Network
 from entryway.observability.redaction import public_url
+from entryway.paymaster.deposit import PaymasterDeposit
 from entryway.service.chainhealth import PROBE_TIMEOUT_SECONDS
 from entryway.service.readiness_checks import ReadinessSettings
 from entryway.service.services import ChainRuntime, Services
@@ -39,8 +41,7 @@ class ChainReport:
     rpc: str  # scheme, host and port only: hosted providers carry keys in the rest
     reported_chain_id: int | None  # None: the RPC did not answer
     executors: tuple[ExecutorBalance, ...]
-    deposit_wei: int | None  # None: not read yet, or no paymaster
-    deposit_threshold_wei: int | None
+    deposits: tuple[PaymasterDeposit, ...]  # v0.8's paymaster first, then the other releases'
     maintenance_reason: str | None  # None: open for operations
     maintenance_since: datetime | None
     maintenance_configured: bool  # marked in the settings: only the settings lift it
@@ -52,14 +53,6 @@ class ChainReport:
     @property
     def chain_id_matches(self) -> bool:
         return self.reported_chain_id == self.chain_id
-
-    @property
-    def deposit_low(self) -> bool:
-        return (
-            self.deposit_wei is not None
-            and self.deposit_threshold_wei is not None
-            and self.deposit_wei < self.deposit_threshold_wei
-        )
 
 
 async def _bounded(probe: Awaitable[int]) -> int | None:
@@ -75,7 +68,6 @@ async def _report(services: Services, chain: ChainRuntime) -> ChainReport:
         _bounded(chain.eth.chain_id()),
         *(_bounded(chain.eth.get_balance(a)) for a in executors),
     )
-    deposit = services.deposits.get(chain.chain_id)
     closed = await services.maintenance.window(chain.chain_id)
     return ChainReport(
         chain_id=chain.chain_id,
@@ -83,8 +75,7 @@ async def _report(services: Services, chain: ChainRuntime) -> ChainReport:
         rpc=public_url(chain.rpc_url),
         reported_chain_id=reported,
         executors=tuple(ExecutorBalance(a, b) for a, b in zip(executors, balances, strict=True)),
-        deposit_wei=None if deposit is None else deposit.deposit_wei,
-        deposit_threshold_wei=None if deposit is None else deposit.threshold_wei,
+        deposits=tuple(services.deposits_on(chain.chain_id)),
         maintenance_reason=None if closed is None else closed.reason,
         maintenance_since=None if closed is None else closed.since,
         maintenance_configured=chain.chain_id in services.maintenance.configured,

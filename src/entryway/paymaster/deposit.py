@@ -1,6 +1,7 @@
-"""The paymaster's deposit at the EntryPoint, which pays for every op it sponsors: read it,
-watch it against a threshold (alerting once each time it falls below), and top it up.
-Also the on-chain signer set, which a key rotation changes."""
+"""A paymaster's deposit at its EntryPoint, which pays for every op it sponsors: read it,
+watch it against a threshold (alerting once each time it falls below), and top it up. The
+service has one paymaster per EntryPoint release, each with its own deposit. Also the
+on-chain signer set, which a key rotation changes."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Protocol
 from entryway import contracts
 from entryway.chain.rpc import EthClient, RpcError, RpcTransportError, TxReceipt
 from entryway.chain.transactor import Transactor
+from entryway.domain.entry_points import EntryPointVersion, version_at
 from entryway.domain.evm import checksum
 
 log = logging.getLogger("entryway.paymaster.deposit")
@@ -21,7 +23,10 @@ PAYMASTER = contracts.load("VerifyingPaymaster").abi
 
 @dataclass(frozen=True, slots=True)
 class DepositStatus:
+    """One reading of a paymaster's deposit at an EntryPoint."""
+
     chain_id: int
+    entry_point: str
     paymaster: str
     deposit_wei: int
     threshold_wei: int
@@ -29,6 +34,19 @@ class DepositStatus:
     @property
     def low(self) -> bool:
         return self.deposit_wei < self.threshold_wei
+
+
+@dataclass(frozen=True, slots=True)
+class PaymasterDeposit:
+    """One of a chain's paymasters, at its EntryPoint, and its deposit as last read."""
+
+    entry_point: str
+    paymaster: str
+    reading: DepositStatus | None  # None: not read yet
+
+    @property
+    def version(self) -> EntryPointVersion:
+        return version_at(self.entry_point)
 
 
 class DepositAlert(Protocol):
@@ -65,7 +83,8 @@ async def set_signer(owner: Transactor, paymaster: str, signer: str, allowed: bo
 
 
 class DepositWatcher:
-    """Checks one chain's paymaster deposit; `run` checks every `interval_s` seconds."""
+    """Checks one paymaster's deposit at its EntryPoint on one chain; `run` checks every
+    `interval_s` seconds."""
 
     def __init__(
         self,
@@ -78,7 +97,7 @@ class DepositWatcher:
     ) -> None:
         self.eth = eth
         self.chain_id = chain_id
-        self.entry_point = entry_point
+        self.entry_point = checksum(entry_point)
         self.paymaster = checksum(paymaster)
         self.threshold_wei = threshold_wei
         self.alert = alert
@@ -86,11 +105,13 @@ class DepositWatcher:
 
     async def check(self) -> DepositStatus:
         deposit = await read_deposit(self.eth, self.entry_point, self.paymaster)
-        status = DepositStatus(self.chain_id, self.paymaster, deposit, self.threshold_wei)
+        status = DepositStatus(
+            self.chain_id, self.entry_point, self.paymaster, deposit, self.threshold_wei
+        )
         if status.low and not self._alerted:
             log.warning(
-                "paymaster %s on chain %d: deposit %d wei below %d",
-                self.paymaster, self.chain_id, deposit, self.threshold_wei,
+                "paymaster %s at EntryPoint %s on chain %d: deposit %d wei below %d",
+                self.paymaster, self.entry_point, self.chain_id, deposit, self.threshold_wei,
             )  # fmt: skip
             await self.alert(status)
         # Alert again only after the deposit has recovered and fallen once more.
@@ -102,5 +123,8 @@ class DepositWatcher:
             try:
                 await self.check()
             except (RpcError, RpcTransportError) as exc:
-                log.warning("cannot read the paymaster deposit on chain %d: %s", self.chain_id, exc)
+                log.warning(
+                    "cannot read the deposit of paymaster %s on chain %d: %s",
+                    self.paymaster, self.chain_id, exc,
+                )  # fmt: skip
             await asyncio.sleep(interval_s)

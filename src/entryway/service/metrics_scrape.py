@@ -1,6 +1,7 @@
 """The metric families read from the running service when /metrics is scraped: each
 chain's mempool, bundles and node failures (totals the bundler and node client keep), the
-paymaster deposits last read, the credits this process charged, and the task queue.
+paymaster deposits last read (a paymaster per EntryPoint release), the credits this process
+charged, and the task queue.
 
 `bundler_families` and `task_families` serve the other processes too: the bundler leader
 of a chain bundled from the intake, the task workers (`composition.process_http`)."""
@@ -61,13 +62,14 @@ def _chain_families(services: Services) -> list[Metric]:
     )
     deposit = GaugeMetricFamily(
         "entryway_paymaster_deposit_wei",
-        "The paymaster's deposit at the EntryPoint, as last read.",
-        labels=("chain",),
+        "Each paymaster's deposit at its EntryPoint (one per release), as last read.",
+        labels=("chain", "entry_point", "paymaster"),
     )
     for chain_id in sorted(services.chains):
-        status = services.deposits.get(chain_id)
-        if status is not None:
-            deposit.add_metric((str(chain_id),), status.deposit_wei)
+        for d in services.deposits_on(chain_id):
+            if d.reading is not None:
+                labels = (str(chain_id), d.entry_point, d.paymaster)
+                deposit.add_metric(labels, d.reading.deposit_wei)
     return [*families, deposit]
 
 

@@ -1,8 +1,8 @@
 """What the service needs to serve, as readiness checks (entryway.observability.readiness):
 its database, Redis when rate limits are shared through it, and on each chain the node
-(answering with the right chain id), the bundler's executor balances and the paymaster's
-deposit. Details name amounts and public addresses, never credentials: RPC URLs are shown
-as scheme, host and port."""
+(answering with the right chain id), the bundler's executor balances and the deposits of the
+chain's paymasters (one per EntryPoint release). Details name amounts and public addresses,
+never credentials: RPC URLs are shown as scheme, host and port."""
 
 from __future__ import annotations
 
@@ -88,10 +88,21 @@ async def _executors(chain: ChainRuntime, settings: ReadinessSettings) -> str:
 
 
 async def _deposit(services: Services, chain_id: int, settings: ReadinessSettings) -> str:
-    status = services.deposits.get(chain_id)
-    if status is None:
-        raise NotReadyError("the paymaster deposit has not been read yet")
-    floor = status.threshold_wei if settings.deposit_min_wei is None else settings.deposit_min_wei
-    if status.deposit_wei < floor:
-        raise NotReadyError(f"{status.deposit_wei} wei, under {floor} wei")
-    return f"{status.deposit_wei} wei (at least {floor} wei wanted)"
+    """Every paymaster of the chain, v0.8's and each other release's, holds the floor: a
+    sponsored op draws on the deposit of its own release's paymaster, so one drained deposit
+    fails that release's sponsored ops as surely as v0.8's would fail v0.8's."""
+    shown, short = [], []
+    for d in services.deposits_on(chain_id):
+        name = f"v{d.version} paymaster {d.paymaster}"
+        if d.reading is None:
+            short.append(f"{name}: not read yet")
+            continue
+        wei, floor = d.reading.deposit_wei, settings.deposit_min_wei
+        if floor is None:
+            floor = d.reading.threshold_wei
+        if wei < floor:
+            short.append(f"{name}: {wei} wei, under {floor} wei")
+        shown.append(f"{name}: {wei} wei (at least {floor} wei wanted)")
+    if short:
+        raise NotReadyError("; ".join(short))
+    return "; ".join(shown)

@@ -170,18 +170,23 @@ def admin_routes() -> APIRouter:
 
     @router.get("/paymaster", operation_id="adminPaymasterDeposits")
     async def paymaster(services: Operator) -> dict[str, object]:
-        """The paymaster's EntryPoint deposit per chain, as last read, and whether it is under
-        the alert threshold (top it up with `entryway paymaster deposit`)."""
+        """Each paymaster's EntryPoint deposit, as last read, and whether it is under the
+        alert threshold (top it up with `entryway paymaster deposit`): by chain, and on each
+        chain one paymaster per EntryPoint release, v0.8's first. Not read yet: not listed."""
         return {
             "deposits": [
                 {
-                    "chainId": d.chain_id,
+                    "chainId": chain_id,
+                    "entryPoint": d.entry_point,
+                    "entryPointVersion": d.version.value,
                     "paymaster": d.paymaster,
-                    "depositWei": str(d.deposit_wei),
-                    "thresholdWei": str(d.threshold_wei),
-                    "low": d.low,
+                    "depositWei": str(d.reading.deposit_wei),
+                    "thresholdWei": str(d.reading.threshold_wei),
+                    "low": d.reading.low,
                 }
-                for d in sorted(services.deposits.values(), key=lambda d: d.chain_id)
+                for chain_id in sorted(services.chains)
+                for d in services.deposits_on(chain_id)
+                if d.reading is not None
             ]
         }
 

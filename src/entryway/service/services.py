@@ -11,9 +11,10 @@ from entryway.chain.finality import Finality
 from entryway.chain.rpc import EthClient
 from entryway.deploy.deployer import Deployment
 from entryway.domain.destinations import PUBLIC_ONLY, DestinationPolicy
+from entryway.domain.evm import checksum
 from entryway.domain.pricebook import PriceBook, default_price_book
 from entryway.notary.service import Notary
-from entryway.paymaster.deposit import DepositStatus
+from entryway.paymaster.deposit import DepositStatus, PaymasterDeposit
 from entryway.paymaster.erc7677 import PaymasterRpc
 from entryway.paymaster.settlement import SponsorshipSettler
 from entryway.service.maintenance import ChainMaintenance
@@ -51,7 +52,9 @@ class Services:
     admin_token: str | None = None
     paymaster: PaymasterRpc | None = None  # ERC-7677 on /rpc/{chainId}
     settler: SponsorshipSettler | None = None  # settles the holds of sponsored ops
-    deposits: dict[int, DepositStatus] = field(default_factory=dict)  # latest, by chain
+    # Each paymaster's latest deposit reading, by chain and EntryPoint (lower case): one
+    # paymaster per EntryPoint release. Written by `record_deposit`, read by `deposits_on`.
+    deposits: dict[tuple[int, str], DepositStatus] = field(default_factory=dict)
     finality: dict[int, Finality] = field(default_factory=dict)  # each followed chain's depths
     notary: Notary | None = None  # notarization intake; anchoring runs in the worker
     webhook_destinations: DestinationPolicy = PUBLIC_ONLY  # where endpoint URLs may point
@@ -67,6 +70,29 @@ class Services:
     @property
     def store(self) -> Store:
         return self.platform.store
+
+    def paymaster_contracts(self, chain_id: int) -> dict[str, str]:
+        """The service's paymaster at each EntryPoint of a chain this process runs, v0.8's
+        first: EntryPoint -> paymaster. None on a chain it does not run."""
+        chain = self.chains.get(chain_id)
+        if chain is None:
+            return {}
+        deployment = chain.deployment
+        return {deployment.entry_point: deployment.paymaster, **deployment.other_paymasters()}
+
+    def record_deposit(self, status: DepositStatus) -> None:
+        self.deposits[(status.chain_id, status.entry_point.lower())] = status
+
+    def deposits_on(self, chain_id: int) -> list[PaymasterDeposit]:
+        """Each of the chain's paymasters (v0.8's first) with its latest deposit reading."""
+        return [
+            PaymasterDeposit(
+                checksum(entry_point),
+                checksum(paymaster),
+                self.deposits.get((chain_id, entry_point.lower())),
+            )
+            for entry_point, paymaster in self.paymaster_contracts(chain_id).items()
+        ]
 
     def attach(
         self,
