@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from entryway.bundler.port import OpStatus, OpStatusReport, Receipt
-from entryway.composition.events import dropped_events, unsent_events
+from entryway.bundler.port import OpStatus, OpStatusReport, Receipt, UserOpHash
+from entryway.composition.events import dropped_events, op_events, unsent_events
 from entryway.domain.pricebook import default_price_book
 from entryway.domain.userop import UserOperation
 from entryway.domain.webhooks import EventType
@@ -163,3 +163,27 @@ async def test_a_hold_released_unsent_is_announced_with_its_hold() -> None:
             {"chainId": CHAIN, "userOpHash": None, "sponsorshipKey": key, "reason": UNSENT},
         )
     ]
+
+
+async def test_an_included_op_is_announced_with_its_entry_point_and_receipt_figures() -> None:
+    """Whichever EntryPoint carried the op (v0.7 here), userop.included names it, with the
+    nonce, success and gas the receipt gives."""
+    events = RecordedEvents()
+    op = an_op(nonce=5)
+    sponsored = SponsoredOp("p1", 80002, "0x" + "ab" * 32, op, valid_until=0)
+    v07 = "0x0000000071727De22E5E9d8BAf0edAc6f37da032"
+    receipt = Receipt(
+        user_op_hash=UserOpHash("0x" + "ab" * 32),
+        sender=op.sender,
+        success=True,
+        actual_gas_cost=123_000,
+        actual_gas_used=61_500,
+        transaction_hash="0x" + "cd" * 32,
+        block_number=9,
+        entry_point=v07,
+    )
+    await op_events(events)(sponsored, receipt)
+    [(project, data)] = events.of(EventType.USEROP_INCLUDED)
+    assert project == "p1" and data["entryPoint"] == v07
+    assert data["nonce"] == "0x5" and data["success"] is True
+    assert (data["actualGasCost"], data["actualGasUsed"]) == (hex(123_000), hex(61_500))

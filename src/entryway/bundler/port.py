@@ -60,6 +60,7 @@ class Receipt:
     reason: str | None = None  # the revert reason, when the execution reverted
     l1_fee: int | None = None  # wei: its share of the bundle's L1 data fee (OP-stack chains)
     deployed: AccountDeployment | None = None  # the account this op deployed, if it did
+    entry_point: str | None = None  # the EntryPoint that carried it
 
 
 class BundlerPort(Protocol):
@@ -192,6 +193,7 @@ def receipt_of(doc: dict[str, Any]) -> Receipt:
         reason=doc.get("reason"),
         l1_fee=int(doc["l1Fee"], 16) if "l1Fee" in doc else None,
         deployed=account_deployment(tx.get("logs", ()), doc["entryPoint"], doc["userOpHash"]),
+        entry_point=str(doc["entryPoint"]),
     )
 
 

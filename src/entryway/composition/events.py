@@ -33,11 +33,15 @@ def op_events(events: EventPublisher) -> Settled:
         kind = EventType.USEROP_INCLUDED if receipt.success else EventType.USEROP_FAILED
         data = {
             "chainId": sponsored.chain_id,
+            "entryPoint": receipt.entry_point,
             "userOpHash": sponsored.user_op_hash,
             "sender": sponsored.op.sender,
+            "nonce": hex(sponsored.op.nonce),
             "transactionHash": receipt.transaction_hash,
             "blockNumber": receipt.block_number,
+            "success": receipt.success,
             "actualGasCost": hex(receipt.actual_gas_cost),
+            "actualGasUsed": hex(receipt.actual_gas_used),
             "reason": receipt.reason,
         }
         key = f"{kind.value}:{sponsored.chain_id}:{sponsored.user_op_hash}"
