@@ -6,9 +6,7 @@ both paymasters."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -30,11 +28,11 @@ from entryway.paymaster.erc7677 import PaymasterChain, PaymasterRpc
 from entryway.paymaster.signer import PaymasterSigner
 from entryway.service.app import create_app
 from entryway.service.services import ChainRuntime, Services
-from entryway.storage.engine import make_engine, migrate, sqlite_url
 from entryway.storage.policies import PolicyStore, SqlSponsorshipUsage
 from entryway.storage.schema import webhook_events
 from entryway.storage.store import Store
 from entryway.storage.webhooks import WebhookStore
+from tests.integration import test_readiness_anvil as readiness
 from tests.integration.conftest import CHAIN_ID
 from tests.integration.harness import ETHER, Harness
 from tests.integration.test_readiness_anvil import bundler_with
@@ -45,12 +43,7 @@ OPERATOR_TOKEN = "operator-token-for-deposits"
 OPERATOR = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
 
 
-@pytest.fixture
-async def engine(tmp_path: Path) -> AsyncIterator[AsyncEngine]:
-    eng = make_engine(sqlite_url(tmp_path))
-    await migrate(eng)
-    yield eng
-    await eng.dispose()
+engine = readiness.engine  # the fixture: a migrated SQLite database
 
 
 async def sponsoring_services(devnet: Devnet, eth: EthClient, engine: AsyncEngine) -> Services:
