@@ -73,7 +73,7 @@ class Services:
 
     def paymaster_contracts(self, chain_id: int) -> dict[str, str]:
         """The service's paymaster at each EntryPoint of a chain this process runs, v0.8's
-        first: EntryPoint -> paymaster. None on a chain it does not run."""
+        first: EntryPoint -> paymaster; empty for a chain it does not run."""
         chain = self.chains.get(chain_id)
         if chain is None:
             return {}
