@@ -63,6 +63,14 @@ class ReceiptReader:
         log, head = await self._event_log(op_hash)
         if log is None:
             return None
+        return await self.of_log(log, head, l1_fees)
+
+    async def of_log(
+        self, log: dict[str, Any], head: int, l1_fees: L1FeeQuoter | None = None
+    ) -> dict[str, Any] | None:
+        """The receipt of the op whose UserOperationEvent `log` is (as `eth_getLogs` gives
+        it), read when the chain's head was `head`; None if its block was reorged away."""
+        op_hash = hex_to_bytes(log["topics"][1])
         tx = await self.eth.rpc.request("eth_getTransactionReceipt", [log["transactionHash"]])
         if tx is None or tx["blockHash"] != log["blockHash"]:
             return None  # reorged away between the two reads

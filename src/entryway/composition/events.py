@@ -43,6 +43,7 @@ def op_events(events: EventPublisher) -> Settled:
             "actualGasCost": hex(receipt.actual_gas_cost),
             "actualGasUsed": hex(receipt.actual_gas_used),
             "reason": receipt.reason,
+            "submittedBy": sponsored.submitted_by,
         }
         key = f"{kind.value}:{sponsored.chain_id}:{sponsored.user_op_hash}"
         if sponsored.reorged:  # mined again after a reorg removed its block: announced again

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from entryway.bundler.port import Receipt, receipt_of
 from entryway.bundler.rpc_methods import BundlerRpc
 from entryway.bundler.standalone import StandaloneSettings, build_bundler
 from entryway.bundler.states import BundlingMode
@@ -43,8 +44,10 @@ from entryway.notary.anchor import Anchorer
 from entryway.notary.anchoring import notary_handlers
 from entryway.notary.batcher import running_batcher
 from entryway.notary.service import Notary
+from entryway.paymaster.chain_charges import PaymasterEventFollower
 from entryway.paymaster.deposit import DepositWatcher
-from entryway.paymaster.erc7677 import PaymasterChain, PaymasterRpc
+from entryway.paymaster.erc7677 import PaymasterChain, PaymasterRpc, PaymasterSettings
+from entryway.paymaster.relay_accounting import op_usage_key
 from entryway.paymaster.reorgs import SponsorshipReorgs
 from entryway.paymaster.settlement import (
     GRACE_SECONDS,
@@ -154,7 +157,7 @@ async def build_services(
             await stack.enter_async_context(
                 running_batcher(notary.store, services.chains, notary.settings)
             )
-            await _follow_chains(stack, services, store, events, notary, prepared)
+            await _follow_chains(stack, services, store, events, notary, prepared, settler)
         handlers: dict[str, Handler] = {
             **notary_tasks,
             **wallet_task_handlers(recovery_flows(services)),
@@ -229,6 +232,7 @@ async def _paymaster(
     per paymaster: each EntryPoint release has its own)."""
     chains = services.chains.values()
     signer = prepared[0].keys.paymaster_signer if prepared else None
+    signatures = store.signatures
     if signer is not None:
         services.paymaster = PaymasterRpc(
             {
@@ -247,6 +251,8 @@ async def _paymaster(
             store.ledger,
             services.prices,
             on_hold=services.platform.meter.alerts_may_be_due,  # holds may cross an alert
+            settings=PaymasterSettings(validity_s=settings.paymaster.signature_validity_s),
+            signatures=signatures,
         )
     window = services.paymaster.settings if services.paymaster else None
     settler = SponsorshipSettler(
@@ -258,6 +264,7 @@ async def _paymaster(
         on_released_unsent=unsent_events(events),
         counted=services.platform.meter.counted,
         inclusions=store.ledger,
+        signatures=signatures,
         unsent_after=timedelta(
             seconds=(window.validity_s + window.clock_skew_s if window else 0) + GRACE_SECONDS
         ),
@@ -300,16 +307,22 @@ async def _follow_chains(
     events: WebhookStore,
     notary: Notary,
     prepared: tuple[PreparedChain, ...],
+    settler: SponsorshipSettler,
 ) -> None:
     """A follower per chain (`chain.following`): the blocks a reorg removes reverse the
     sponsorships settled in them, re-anchor the notary batches anchored in them and send the
     ops the bundlers mined in them back to the mempool (`bundler.reorged`); each new head
-    makes the settlements deep enough final (`chain.finality`), as receipts then say."""
+    makes the settlements deep enough final (`chain.finality`), as receipts then say. And a
+    paymaster event follower per chain (`paymaster.chain_charges`): every op our paymasters
+    paid for is charged to the project given the signature, whoever submitted it."""
     sponsorships = SponsorshipReorgs(store.ledger, TaskQueue(store.engine), reorged_events(events))
+    charges: dict[int, PaymasterEventFollower] = {}
 
     async def removed(chain_id: int, blocks: list[BlockRef]) -> None:
         numbers = [b.number for b in blocks]
         await sponsorships.removed(chain_id, numbers)
+        if chain_id in charges:
+            charges[chain_id].rewind(min(numbers))
         for batch in await unanchor_in_blocks(notary.store, chain_id, numbers):
             log.warning(
                 "notary batch %s lost its anchor in block %d of chain %d; anchoring it again",
@@ -337,6 +350,46 @@ async def _follow_chains(
         for bundler in runtime.rpc.bundlers:  # receipts say `final` by the chain's depth
             bundler.receipts.finality = follower.finality
         _background(stack, follower.follow())
+        if services.paymaster_contracts(runtime.chain_id):
+            charges[runtime.chain_id] = paymaster_event_follower(
+                services, store, runtime, settler, follower.finality.finality_depth
+            )
+            _background(stack, charges[runtime.chain_id].follow())
+
+
+def paymaster_event_follower(
+    services: Services,
+    store: Store,
+    runtime: ChainRuntime,
+    settler: SponsorshipSettler,
+    finality_depth: int,
+) -> PaymasterEventFollower:
+    """The chain's paymaster event follower: receipts read by the bundler of the event's
+    EntryPoint, charges made by the settler, "sent here" judged by the op's relay charge."""
+    by_entry_point = {b.config.entry_point.lower(): b for b in runtime.rpc.bundlers}
+
+    async def receipt(log_entry: dict[str, object], head: int) -> Receipt | None:
+        bundler = by_entry_point[str(log_entry["address"]).lower()]
+        doc = await bundler.receipts.of_log(dict(log_entry), head, bundler.l1_fees)
+        return None if doc is None else receipt_of(doc)
+
+    async def sent_here(chain_id: int, project_id: str, user_op_hash: str) -> bool:
+        return await store.ledger.owns(project_id, op_usage_key(chain_id, user_op_hash))
+
+    return PaymasterEventFollower(
+        runtime.eth,
+        runtime.chain_id,
+        {
+            ep: pm
+            for ep, pm in services.paymaster_contracts(runtime.chain_id).items()
+            if ep.lower() in by_entry_point
+        },
+        store.signatures,
+        receipt_of_log=receipt,
+        charge=settler.charge,
+        sent_here=sent_here,
+        finality_depth=finality_depth,
+    )
 
 
 async def _follow_price_feed(

@@ -28,14 +28,20 @@ from entryway.domain.bounds import unprintable
 from entryway.domain.evm import checksum, to_hex
 from entryway.domain.pricebook import PriceBook
 from entryway.domain.sponsorship import Rule, SponsorInfo
-from entryway.domain.userop import UserOperation
+from entryway.domain.userop import UserOperation, user_op_hash
 from entryway.paymaster.gate import (
     SponsorshipAsk,
     SponsorshipGate,
     SponsorshipRefusedError,
     SponsorshipTicket,
 )
-from entryway.paymaster.ports import PolicySource, SponsorshipLedger, SponsorshipUsage
+from entryway.paymaster.ports import (
+    IssuedSignature,
+    PolicySource,
+    SignatureLog,
+    SponsorshipLedger,
+    SponsorshipUsage,
+)
 from entryway.paymaster.signer import (
     PaymasterSigner,
     ValidityWindow,
@@ -150,8 +156,11 @@ class PaymasterRpc:
         settings: PaymasterSettings | None = None,
         clock: Callable[[], datetime] = _utc_now,
         on_hold: Callable[[str], None] | None = None,
+        signatures: SignatureLog | None = None,
     ) -> None:
         self.chains = dict(chains)
+        # Each signature is recorded here before it is returned (billing follows the chain).
+        self.signatures = signatures
         self.on_hold = on_hold  # told the project of each new hold (its credit alerts)
         self.signer = signer
         self.gate = SponsorshipGate(policies, usage, ledger, prices)
@@ -201,6 +210,20 @@ class PaymasterRpc:
         if self.on_hold is not None and ticket.hold is not None and not ticket.hold.duplicate:
             self.on_hold(caller.project_id)
         signed = self.signer.paymaster_data(draft, chain.chain_id, window)
+        if self.signatures is not None:
+            final = replace(draft, paymaster_data=signed)
+            await self.signatures.record(
+                IssuedSignature(
+                    caller.project_id,
+                    chain.chain_id,
+                    chain.entry_point,
+                    _hash_of(final, chain),
+                    final,
+                    ticket.idempotency_key,
+                    window.valid_until,
+                    ask.at,
+                )
+            )
         return {**self._fields(chain, draft, signed), "sponsor": self._sponsor(ticket)}
 
     # ------------------------------------------------------------------ helpers
@@ -293,6 +316,15 @@ class PaymasterRpc:
     def _sponsor(self, ticket: SponsorshipTicket) -> dict[str, str]:
         info = ticket.sponsor or self.settings.sponsor
         return {"name": info.name} | ({"icon": info.icon} if info.icon else {})
+
+
+def _hash_of(op: UserOperation, chain: PaymasterChain) -> str | None:
+    """The signed op's userOpHash; None for an EIP-7702 op whose delegate it does not name
+    (its hash covers the delegate: the event is then matched by sender and nonce)."""
+    delegate = op.eip7702_auth.address if op.eip7702_auth is not None else None
+    if op.is_eip7702 and delegate is None:
+        return None
+    return "0x" + user_op_hash(op, chain.entry_point, chain.chain_id, delegate=delegate).hex()
 
 
 def _printable_id(value: Any) -> bool:

@@ -142,3 +142,75 @@ class AcceptedOpLedger(Protocol):
         """Charge the relay, link the hold to the op's hash and enqueue the settlement task,
         all in one transaction: all of it is recorded, or none. Idempotent per usage key."""
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class IssuedSignature:
+    """A paymaster signature the service is about to return: to which project, for which op
+    (as signed: paymaster fields set, no account signature), drawing on which hold."""
+
+    project_id: str
+    chain_id: int
+    entry_point: str
+    user_op_hash: str | None  # lower-case hex; None for an EIP-7702 op of unknown delegate
+    op: UserOperation
+    hold_key: str
+    valid_until: int  # unix seconds, as signed
+    at: datetime
+
+
+class SignatureLog(Protocol):
+    async def record(self, issued: IssuedSignature) -> None:
+        """Keep the signature durably (once per chain and hash) before it is returned: a
+        UserOperationEvent naming our paymaster is charged by it, whoever submits the op."""
+        ...
+
+
+ENTRYWAY = "entryway"  # a mined op that came through this service's bundler
+EXTERNAL = "external"  # another bundler's, or a handleOps sent straight to the EntryPoint
+
+
+@dataclass(frozen=True, slots=True)
+class StoredSignature:
+    signature_id: str
+    project_id: str
+    chain_id: int
+    entry_point: str
+    user_op_hash: str | None
+    op: UserOperation
+    hold_key: str
+    valid_until: int
+    created_at: datetime
+    block_number: int | None = None
+    transaction_hash: str | None = None
+    submitted_by: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EventCursor:
+    """How far a chain's paymaster events were read."""
+
+    next_block: int
+    final_block: int
+    final_time: int  # the timestamp of `final_block`
+
+
+class SignatureBook(Protocol):
+    async def for_event(
+        self, chain_id: int, user_op_hash: str, sender: str, nonce: int
+    ) -> StoredSignature | None: ...
+
+    async def mark_mined(
+        self,
+        signature_id: str,
+        user_op_hash: str,
+        block_number: int,
+        transaction_hash: str,
+        submitted_by: str,
+    ) -> None: ...
+
+    async def for_hold(self, project_id: str, hold_key: str) -> list[StoredSignature]: ...
+
+    async def cursor(self, chain_id: int) -> EventCursor | None: ...
+
+    async def save_cursor(self, chain_id: int, cursor: EventCursor) -> None: ...

@@ -33,7 +33,7 @@ from entryway.paymaster.costs import (
     sponsorship_quote,
 )
 from entryway.paymaster.inclusions import Inclusion, InclusionLedger
-from entryway.paymaster.ports import SettlementLedger
+from entryway.paymaster.ports import ENTRYWAY, SettlementLedger, SignatureBook
 
 SPONSORED = OperationType.SPONSORED_USER_OPERATION.value
 
@@ -59,6 +59,8 @@ class SponsoredOp:
     op: UserOperation
     valid_until: int  # unix seconds, from the paymaster data
     reorged: int = 0  # how often a reorg removed the block it was mined in (`paymaster.reorgs`)
+    # Where it came from once mined: "entryway" (our bundler) or "external" (around it).
+    submitted_by: str = ENTRYWAY
 
 
 class SponsorshipSettler:
@@ -79,6 +81,7 @@ class SponsorshipSettler:
         on_released_unsent: ReleasedUnsent | None = None,
         counted: CreditsCounted | None = None,
         inclusions: InclusionLedger | None = None,
+        signatures: SignatureBook | None = None,
     ) -> None:
         self.ledger = ledger
         self.prices = prices
@@ -92,6 +95,9 @@ class SponsorshipSettler:
         self.counted = counted  # the credits metric, told each settlement's charge
         # Records the block of each settlement, so that a reorg removing it reverses it.
         self.inclusions = inclusions
+        # The paymaster's signatures and how far each chain's events were read: a hold is
+        # released only once every signature drawing on it is dead (`signatures_dead`).
+        self.signatures = signatures
         self._resent: set[tuple[int, str]] = set()  # reorged ops sent to the mempool again
         self._task: asyncio.Task[None] | None = None
         self._failing: set[tuple[str, str]] = set()  # holds the sweep could not release
@@ -111,6 +117,12 @@ class SponsorshipSettler:
         if sponsored.reorged and status in _UNMINED and await self._send_again(sponsored):
             return False
         expired = self.clock() > sponsored.valid_until + GRACE_SECONDS
+        if expired and status in _UNMINED and self.signatures is not None:
+            hold_key = sponsorship_key(sponsored.chain_id, sponsored.op)
+            dead = await signatures_dead(
+                self.signatures, sponsored.project_id, hold_key, GRACE_SECONDS
+            )
+            expired = dead is not False  # not until the chain shows it can no longer land
         if status is OpStatus.DROPPED or (expired and status in _UNMINED):
             await release_sponsorship(
                 self.ledger,
@@ -124,6 +136,14 @@ class SponsorshipSettler:
                 await self.on_dropped(sponsored, reason or EXPIRED_UNMINED)
             return True
         return False
+
+    async def charge(self, sponsored: SponsoredOp, receipt: Receipt) -> None:
+        """Settle an op's hold from the receipt the chain has for it, whoever submitted it,
+        and announce it (`on_settled`, idempotent per op): the chain's paymaster events
+        come here (`paymaster.chain_charges`)."""
+        await self._settle(sponsored, receipt, datetime.now(UTC))
+        if self.on_settled is not None:
+            await self.on_settled(sponsored, receipt)
 
     async def _settle(self, sponsored: SponsoredOp, receipt: Receipt, now: datetime) -> None:
         if self.inclusions is None:
@@ -188,6 +208,7 @@ class SponsorshipSettler:
             at=now,
             failing=self._failing,
             on_released=self.on_released_unsent,
+            signatures=self.signatures,
         )
 
     async def start(self) -> None:
@@ -251,6 +272,7 @@ async def release_unsent(
     at: datetime,
     failing: set[tuple[str, str]] | None = None,
     on_released: ReleasedUnsent | None = None,
+    signatures: SignatureBook | None = None,
 ) -> int:
     """Release the holds of sponsored ops signed before `older_than` (whose windows have
     passed) and never sent through the service: nothing can include them any more. Returns
@@ -260,9 +282,18 @@ async def release_unsent(
     with its project and key and left for the next sweep, and the others are released on
     time. `failing` remembers such holds between sweeps, so each is logged once while it
     keeps failing rather than every minute. `on_released` is told each hold released, after
-    its release is committed (a failure to tell is logged, and the release stands)."""
+    its release is committed (a failure to tell is logged, and the release stands).
+
+    With `signatures`, a hold whose signatures may still be mined is kept: their
+    `validUntil` has not passed before the newest final block the chain's follower read,
+    which then showed no event for them (`signatures_dead`)."""
     released = 0
     for project_id, key in await ledger.unreferenced_holds(SPONSORED, older_than):
+        alive = signatures is not None and (
+            await signatures_dead(signatures, project_id, key, GRACE_SECONDS) is False
+        )
+        if alive:
+            continue
         try:
             await ledger.release(project_id, key, at)
         except Exception:
@@ -284,3 +315,24 @@ async def release_unsent(
             except Exception:
                 log.exception("announcing the release of hold %s of %s failed", key, project_id)
     return released
+
+
+async def signatures_dead(
+    book: SignatureBook, project_id: str, hold_key: str, grace_s: int
+) -> bool | None:
+    """Whether every signature drawing on the hold is dead: unmined, and its `validUntil`
+    (plus `grace_s`) before the timestamp of the newest final block its chain's follower
+    read. None when the hold has no recorded signature (none was returned)."""
+    signed = await book.for_hold(project_id, hold_key)
+    if not signed:
+        return None
+    finals: dict[int, int] = {}
+    for s in signed:
+        if s.block_number is not None:
+            return False
+        if s.chain_id not in finals:
+            cursor = await book.cursor(s.chain_id)
+            finals[s.chain_id] = cursor.final_time if cursor is not None else 0
+        if s.valid_until + grace_s >= finals[s.chain_id]:
+            return False
+    return True

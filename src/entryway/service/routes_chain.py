@@ -18,6 +18,7 @@ from entryway.domain.evm import checksum, to_hex
 from entryway.domain.networks import NETWORKS
 from entryway.domain.userop import UserOperation
 from entryway.paymaster.erc7677 import PaymasterCaller, PaymasterRpc
+from entryway.paymaster.ports import ENTRYWAY
 from entryway.paymaster.relay_accounting import RelayAccounting, op_usage_key
 from entryway.service.auth import CurrentCaller
 from entryway.service.chain_access import ChainGate
@@ -30,6 +31,7 @@ from entryway.storage.outage import database_unavailable
 from entryway.storage.store import Caller
 from entryway.wallets.account_info import read_account
 
+STATUS_METHOD = "entryway_getUserOperationStatus"
 log = logging.getLogger(__name__)
 
 
@@ -123,15 +125,19 @@ def chain_routes(prefixes: tuple[str, ...]) -> APIRouter:
             chain_id: ChainIdQuery,
             user_op_hash: Annotated[str, Query(alias="userOpHash", pattern=r"^0x[0-9a-fA-F]{64}$")],
         ) -> OpStatusOut:
-            """A UserOperation this project sent: pending, submitted, included, failed or
-            dropped (free); once mined, its `confirmations` and whether it is `final` by the
-            chain's finality depth. Another project's operation is not found."""
+            """A UserOperation this project sent, or one our paymaster signed for it:
+            pending, submitted, included, failed or dropped (free); once mined, its
+            `confirmations`, whether it is `final` by the chain's finality depth, and
+            `submittedBy` ("entryway" when sent through this service, "external" when it
+            was mined around it). Another project's operation is not found."""
             chain = await usable_chain(request, who, chain_id)
             services: Services = request.app.state.services
-            mine = await services.store.ledger.owns(
-                who.project_id, op_usage_key(chain_id, user_op_hash)
-            )
-            if not mine:
+            store = services.store
+            sent = await store.ledger.owns(who.project_id, op_usage_key(chain_id, user_op_hash))
+            signed = await store.signatures.by_hash(chain_id, user_op_hash)
+            if signed is not None and signed.project_id != who.project_id:
+                signed = None
+            if not sent and signed is None:
                 raise Problem(
                     404, "op_not_found", "UserOperation not found",
                     f"no UserOperation {user_op_hash} sent by this project on chain {chain_id}",
@@ -146,6 +152,7 @@ def chain_routes(prefixes: tuple[str, ...]) -> APIRouter:
                 user_op_hash=user_op_hash.lower(),
                 credits=credits,
                 credits_final=final,
+                submitted_by=ENTRYWAY if sent else (signed.submitted_by if signed else None),
                 **status,
             )
 
@@ -228,6 +235,23 @@ async def _one(
         return {"jsonrpc": "2.0", "id": payload["id"], "error": error}
 
 
+async def _with_origin(
+    services: Services, who: Caller, chain_id: int, payload: dict[str, Any], status: Any
+) -> None:
+    """The caller's own op (sent here, or signed by our paymaster for its project) says
+    where it came from, as /op-status does: `submittedBy` "entryway" or "external"."""
+    params = payload.get("params")
+    if not isinstance(status, dict) or not isinstance(params, list) or not params:
+        return
+    op_hash = str(params[0]).lower()
+    if await services.store.ledger.owns(who.project_id, op_usage_key(chain_id, op_hash)):
+        status["submittedBy"] = ENTRYWAY
+        return
+    signed = await services.store.signatures.by_hash(chain_id, op_hash)
+    if signed is not None and signed.project_id == who.project_id and signed.submitted_by:
+        status["submittedBy"] = signed.submitted_by
+
+
 def _request_id(request: Request) -> str:
     return request_id_of(request.scope) or request.headers.get(REQUEST_ID_HEADER, "")
 
@@ -245,6 +269,8 @@ async def _dispatch(
         return await _paymaster(services.paymaster, who, chain.chain_id, payload)
     if method != "eth_sendUserOperation":
         answer = await chain.rpc.dispatch(payload)
+        if method == STATUS_METHOD and answer is not None and "result" in answer:
+            await _with_origin(services, who, chain.chain_id, payload, answer["result"])
         if isinstance(method, str):
             services.platform.meter.count_read(who, f"rpc:{method}"[:100], chain.chain_id)
         return answer

@@ -153,6 +153,9 @@ class OpStatusOut(Wire):
     status: str
     credits: int  # charged for this op so far: its relay and, if sponsored, its sponsorship
     credits_final: bool  # False while the sponsorship is still held, awaiting the receipt
+    # "entryway": sent through this service; "external": our paymaster's op, mined around it
+    # (another bundler, or handleOps sent to the EntryPoint); None: signed, not seen yet.
+    submitted_by: str | None = None
 
 
 class ProjectOut(Wire):

@@ -119,6 +119,10 @@ class PaymasterSettings(Section):
     # The signer of every chain that names none of its own.
     signer_key: SecretStr | None = None
     signer_key_file: Path | None = None
+    # How long a paymaster signature stays valid after the chain's latest block (validUntil):
+    # a hold whose signatures are all past it, with no event for them up to the chain's final
+    # block, is released.
+    signature_validity_s: int = Field(default=900, ge=60, le=86_400)
 
 
 class PriceSettings(Section):

@@ -64,14 +64,24 @@ async def settle_included(
     inclusion: Inclusion,
 ) -> UsageRecord:
     """Settle the hold on its op's receipt and record where the op was mined. A hold whose
-    every settlement a reorg reversed settles again, as a fresh event; one whose settlement
-    stands is left as it is (a duplicate)."""
+    every settlement a reorg reversed, or that was released before its op was mined after
+    all (sent around the service, or mined after it was reported dropped), is charged again
+    as a fresh event; one whose settlement stands is left as it is (a duplicate)."""
     record = await postings.finish_hold(db, config, project_id, hold_key, actual, at)
+    # A hold never sent through the service (its op went around it) gets the op's hash as
+    # its reference here (a sent op's got it when sent), so its credits are found by it.
+    await db.execute(
+        update(usage_events)
+        .where(
+            usage_events.c.project_id == project_id,
+            usage_events.c.idempotency_key == hold_key,
+            usage_events.c.reference.is_(None),
+        )
+        .values(reference=inclusion.user_op_hash.lower())
+    )
     if not record.duplicate:
         await _record_inclusion(db, record.event_id, project_id, hold_key, inclusion, at)
         return record
-    if record.status is not UsageStatus.SETTLED:
-        return record  # released: the op was given up on before it was mined
     earlier = (
         await db.execute(
             select(_i.c.event_id, _i.c.reversal_event_id).where(
@@ -80,8 +90,25 @@ async def settle_included(
         )
     ).all()
     standing = [r for r in earlier if r.reversal_event_id is None]
-    if standing or not earlier:
-        return record
+    if standing:
+        if record.status is UsageStatus.SETTLED:
+            return record
+        charged = (
+            await db.execute(
+                select(usage_events.c.credits, usage_events.c.overage).where(
+                    usage_events.c.event_id == standing[0].event_id
+                )
+            )
+        ).one()
+        return UsageRecord(
+            standing[0].event_id,
+            int(charged.credits),
+            int(charged.overage or 0),
+            True,
+            UsageStatus.SETTLED,
+        )
+    if record.status is UsageStatus.SETTLED and not earlier:
+        return record  # settled before inclusions were recorded
     hold = await postings.event(db, project_id, hold_key)
     charge = Charge(
         project_id,

@@ -536,3 +536,47 @@ op_intake = Table(
     Column("validated_block", BigInteger, nullable=True),
     Index("ix_op_intake_pending", "chain_id", "state", "received_at"),
 )
+
+# --- Sponsorship signatures and the chain's paymaster events (entryway.storage.signatures) ---
+
+# Every paymaster signature the service returned: which project it was given to and which hold
+# it draws on, written before the signature leaves the service. A UserOperationEvent naming
+# our paymaster is charged to that project whoever submitted the op; once mined, where.
+sponsorship_signatures = Table(
+    "sponsorship_signatures",
+    metadata,
+    Column("signature_id", String(36), primary_key=True),
+    Column("chain_id", BigInteger, nullable=False),
+    Column("entry_point", String(42), nullable=False),
+    # Null only for an EIP-7702 op whose delegate was not known at signing (found by sender
+    # and nonce then).
+    Column("user_op_hash", String(66), nullable=True),
+    Column("sender", String(42), nullable=False),  # lower-case
+    Column("nonce", String(78), nullable=False),  # uint256, decimal
+    Column("project_id", String(36), ForeignKey("projects.project_id"), nullable=False),
+    Column("hold_key", String(200), nullable=False),
+    Column("user_op", Text, nullable=False),  # ERC-4337 JSON (domain.userop_json), as signed
+    Column("valid_until", BigInteger, nullable=False),  # unix seconds, as signed
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    # Set when its UserOperationEvent is seen: the block and transaction, and whether it came
+    # through this service ("entryway") or around it ("external").
+    Column("block_number", BigInteger, nullable=True),
+    Column("transaction_hash", String(66), nullable=True),
+    Column("submitted_by", String(12), nullable=True),
+    UniqueConstraint("chain_id", "user_op_hash", name="uq_sponsorship_signatures_hash"),
+    Index("ix_sponsorship_signatures_sender", "chain_id", "sender", "nonce"),
+    Index("ix_sponsorship_signatures_hold", "project_id", "hold_key"),
+)
+
+# How far each chain's paymaster events have been read: the next block to read, and the
+# newest block read that is also final (its number and timestamp), before which a signature
+# whose validUntil has passed can no longer be mined.
+paymaster_event_cursors = Table(
+    "paymaster_event_cursors",
+    metadata,
+    Column("chain_id", BigInteger, primary_key=True),
+    Column("next_block", BigInteger, nullable=False),
+    Column("final_block", BigInteger, nullable=False),
+    Column("final_time", BigInteger, nullable=False),  # unix seconds
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+)

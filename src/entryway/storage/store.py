@@ -26,6 +26,7 @@ from entryway.storage.apikeys import parse_chains as _parse_chains
 from entryway.storage.apikeys import utc as _utc
 from entryway.storage.ledger import Ledger, UsageRecord, lot_row
 from entryway.storage.schema import credit_lots, memberships, projects, users
+from entryway.storage.signatures import SignatureStore
 
 
 def grant_lot_id(project_id: str, cycle_start: datetime) -> str:
@@ -85,6 +86,7 @@ class Store:
         self.engine = engine
         self.ledger = Ledger(engine)
         self.api_keys = ApiKeyStore(engine, auth_cache_seconds=auth_cache_seconds)
+        self.signatures = SignatureStore(engine)  # the paymaster's, and the chains' events read
 
     async def create_user(self, email: str, at: datetime) -> str:
         user_id = str(uuid.uuid4())
