@@ -210,6 +210,10 @@ class IntakeLeader:
             if self._may_wait(row, exc):
                 self.waiting[op_hash] = time.monotonic() + RETRY_S
                 return
+            # An inherited op refused because a bundle of the previous leader mined it since
+            # it was looked up (one stuck past the wait, say): the chain decides.
+            if not self._new_since_takeover(row) and await self._mined_before(row):
+                return
             refused = "refused on revalidation" if outcome is None else "refused by the mempool"
             reason = f"{refused}: {exc.message}"
             await self.intake.mark(self.chain_id, op_hash, OpStatus.DROPPED, reason=reason)
@@ -246,6 +250,17 @@ class IntakeLeader:
     async def _settled_before(self, row: OpenOp) -> bool:
         """Whether an earlier leader's bundle settled the op: mined (marked included or
         failed, never sent again) or its nonce used by another op (dropped, with that)."""
+        if await self._mined_before(row):
+            return True
+        used = await self._nonce_used(row.op)
+        if used is not None:
+            await self.intake.mark(self.chain_id, row.user_op_hash, OpStatus.DROPPED, reason=used)
+            return True
+        return False
+
+    async def _mined_before(self, row: OpenOp) -> bool:
+        """Whether the op's UserOperationEvent is on the chain; if so it is marked included
+        (or failed) with the transaction that carried it."""
         op_hash = row.user_op_hash
         config = self.bundler.config
         mined = await mined_op(
@@ -262,10 +277,6 @@ class IntakeLeader:
                 op_hash, mined.tx_hash, mined.block,
             )  # fmt: skip
             await self.intake.mark(self.chain_id, op_hash, status, tx_hash=mined.tx_hash)
-            return True
-        used = await self._nonce_used(row.op)
-        if used is not None:
-            await self.intake.mark(self.chain_id, op_hash, OpStatus.DROPPED, reason=used)
             return True
         return False
 

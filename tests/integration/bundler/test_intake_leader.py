@@ -18,6 +18,7 @@ from entryway.bundler.leader import FRESH_BLOCKS, IntakeLeader
 from entryway.bundler.rpc_methods import BundlerRpc
 from entryway.bundler.standalone import StandaloneSettings, build_bundler
 from entryway.bundler.states import BundlingMode, OpStatus, Tracked
+from entryway.bundler.takeover import PreviousBundles
 from entryway.bundler.validation.outcome import ValidationOutcome
 from entryway.bundler.validation.outcome_json import outcome_to_json
 from entryway.chain.rpc import EthClient
@@ -204,6 +205,38 @@ async def test_ops_in_the_dead_leaders_pending_bundle_end_mined_not_dropped(
         assert receipt is not None and receipt["receipt"]["transactionHash"] == tx_hash
     assert bundler.counts.ops_dropped == dropped_before
     assert len(bundler.mempool) == 0 and bundler.counts.bundles_sent == 0  # none sent again
+
+
+async def test_an_op_refused_after_the_wait_gave_up_is_still_recorded_mined_if_it_was(
+    leading: Leading, harness: Harness, eth: EthClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The previous leader's bundle stuck past the wait: the op is validated again, and
+    refused (its account already deployed in the node's pending state); the bundle is mined
+    meanwhile. Before writing the drop the leader reads the chain again: included."""
+    _, intake, rpc = leading
+    bundler = rpc.bundler
+    op = await signed_op(harness)
+    op_hash = await into_intake(harness, intake, op)
+    real_send = bundler.send
+
+    async def refused_then_mined(op: UserOperation) -> Any:
+        try:
+            return await real_send(op)
+        finally:
+            await eth.rpc.request("evm_mine", [])  # the stuck bundle lands meanwhile
+
+    await eth.rpc.request("evm_setAutomine", [False])
+    try:
+        tx_hash = await pending_bundle(harness, eth, bundler.executors[0].account, [op])
+        previous = PreviousBundles(eth, [e.address for e in bundler.executors], wait_s=0.0)
+        leader = IntakeLeader(bundler, intake, previous=previous)
+        monkeypatch.setattr(bundler, "send", refused_then_mined)
+        await leader.step()
+    finally:
+        await eth.rpc.request("evm_setAutomine", [True])
+    row = await intake.get(harness.chain_id, op_hash)
+    assert row is not None
+    assert (row.status, row.tx_hash, row.reason) == (OpStatus.INCLUDED, tx_hash, None)
 
 
 async def test_an_op_mined_long_before_the_takeover_is_found_from_its_validation_block(
