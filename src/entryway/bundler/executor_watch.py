@@ -26,7 +26,7 @@ from typing import Protocol
 from eth_account.signers.local import LocalAccount
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from entryway.chain.rpc import EthClient, RpcError, RpcTransportError
+from entryway.chain.rpc import EthClient, RpcError, RpcTransportError, TransactionFailedError
 from entryway.chain.transactor import Transactor
 from entryway.errors import EntrywayError
 from entryway.observability.readiness import NotReadyError
@@ -84,6 +84,8 @@ class ExecutorWatch:
         self.balances: dict[str, int] = {}  # as last read
         self.top_ups = 0  # transfers sent from the funding key
         self._alerted: set[str] = set()  # keys under the floor, alerted for
+        # A top-up sent but not seen mined yet, by executor: no second one meanwhile.
+        self._unmined: dict[str, str] = {}
         self._topping_up = asyncio.Lock()
         self._wake = asyncio.Event()
 
@@ -125,10 +127,20 @@ class ExecutorWatch:
     async def _top_up(self, balance: ExecutorBalance) -> None:
         key, amount = self.funding.funding_key, self.funding.topup_wei
         assert key is not None
+        if not await self._earlier_top_up_settled(balance.executor):
+            return
         try:
             receipt = await Transactor(self.eth, key, self.chain_id).send(
                 balance.executor, value=amount
             )
+        except TransactionFailedError as exc:  # sent, not mined in time: wait for it
+            self._unmined[balance.executor] = exc.tx_hash
+            self.top_ups += 1
+            log.error(
+                "chain %d: the top-up of executor %s is not mined yet (%s)",
+                self.chain_id, balance.executor, exc,
+            )  # fmt: skip
+            return
         except (EntrywayError, RpcError) as exc:  # the funding key drained too, say
             log.error(
                 "chain %d: cannot top up executor %s from %s: %s",
@@ -140,6 +152,23 @@ class ExecutorWatch:
             "chain %d: topped up executor %s with %d wei from %s (tx %s)",
             self.chain_id, balance.executor, amount, key.address, receipt.tx_hash,
         )  # fmt: skip
+
+    async def _earlier_top_up_settled(self, executor: str) -> bool:
+        """Whether the last top-up sent to `executor`, if any, is mined or gone from the
+        node (dropped): only then may another be sent."""
+        tx_hash = self._unmined.get(executor)
+        if tx_hash is None:
+            return True
+        if await self.eth.get_receipt(tx_hash) is None:
+            known = await self.eth.rpc.request("eth_getTransactionByHash", [tx_hash])
+            if known is not None:
+                log.info(
+                    "chain %d: executor %s waits for its top-up %s to be mined",
+                    self.chain_id, executor, tx_hash,
+                )  # fmt: skip
+                return False
+        del self._unmined[executor]
+        return True
 
     def wake(self) -> None:
         """Check now rather than at the next interval (this process just became leader)."""

@@ -6,6 +6,7 @@ transfer, the standby never."""
 from __future__ import annotations
 
 import logging
+from functools import partial
 
 import pytest
 from eth_account.signers.local import LocalAccount
@@ -130,3 +131,30 @@ async def test_a_top_up_the_funding_key_cannot_pay_is_logged_and_the_key_stays_l
     assert any("cannot top up" in r.getMessage() for r in caplog.records)
     with pytest.raises(NotReadyError):
         await watch.readiness()
+
+
+async def test_a_top_up_not_mined_yet_is_waited_for_not_sent_again(
+    eth: EthClient, harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    poor = await drained_executor(eth, harness)
+    before = await eth.get_balance(poor.address)
+    funder = Harness.new_key()
+    await harness.fund(funder.address, 10 * ETHER)
+    watch = ExecutorWatch(
+        eth, harness.chain_id, [poor.address], ExecutorFunding(FLOOR, TOP_UP, funder)
+    )
+    monkeypatch.setattr(eth, "wait_for_receipt", partial(eth.wait_for_receipt, within_s=0.2))
+    await eth.rpc.request("evm_setAutomine", [False])
+    try:
+        [still] = await watch.check(top_up=True)  # sent; not mined within the wait
+        assert still.low
+        await watch.check(top_up=True)
+        await watch.check(top_up=True)
+        assert await eth.get_nonce(funder.address, "pending") == 1  # one transfer, no second
+        assert watch.top_ups == 1
+        await eth.rpc.request("evm_mine", [])
+    finally:
+        await eth.rpc.request("evm_setAutomine", [True])
+    [after] = await watch.check(top_up=True)
+    assert after.balance_wei == before + TOP_UP
+    assert await eth.get_nonce(funder.address, "latest") == 1
