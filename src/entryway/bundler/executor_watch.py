@@ -10,7 +10,8 @@ becomes the leader), and:
   given), again only after the key recovered and fell once more;
 - with a funding key, tops the key up: the leader alone (one process spending the funding
   key, so its nonces never collide) sends `topup_wei` from it to each key under the floor,
-  one transfer at a time, each waited for before the balances are read again.
+  one transfer at a time, each waited for before the balances are read again; a transfer
+  not mined in time is waited for at the next reads, never doubled.
 """
 
 from __future__ import annotations
