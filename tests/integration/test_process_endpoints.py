@@ -260,6 +260,23 @@ async def test_the_bundler_watches_its_executors_and_the_leader_tops_one_up(
                 await _stop(proc)
 
 
+async def test_a_funding_key_that_is_an_executor_key_or_unreadable_stops_the_bundler(
+    deployed: Deployed,
+) -> None:
+    path = write_config(deployed, "funding-bundler", "sqlite+aiosqlite:///unused", executors=True)
+    plain = path.read_text()
+    for funding, problem in (
+        (deployed.keys / "executor.key", "the funding key is an executor key"),
+        (deployed.root / "no-such.key", str(deployed.root / "no-such.key")),
+    ):
+        path.write_text(
+            plain + f'executor_topup_wei = {10**18}\nexecutor_funding_key_file = "{funding}"\n'
+        )
+        code, out = await run("bundler", "--config", str(path), "--chain", str(CHAIN_ID))
+        assert code == 2, out
+        assert "chains[0].executor_funding_key_file: " in out and problem in out, out
+
+
 async def test_the_worker_answers_health_and_reads_the_task_queue(deployed: Deployed) -> None:
     path = config(deployed, "endpoint-worker")
     path.write_text(f'metrics_token = "{TOKEN}"\n' + path.read_text())

@@ -136,6 +136,15 @@ def bundler_chain(config: Path | None, chain_id: int) -> BundlerChain:
             funding = load_key_file(chain.executor_funding_key_file)
         except EntrywayError as exc:
             problems.append(f"chains[{index}].executor_funding_key_file: {exc}")
+    if (
+        funding is not None
+        and not isinstance(keys, list)
+        and funding.address in {k.address for k in keys}
+    ):
+        # Its transfers and the bundles would race for the same nonces.
+        problems.append(
+            f"chains[{index}].executor_funding_key_file: the funding key is an executor key"
+        )
     if problems or isinstance(keys, list):
         fail(problems)
     register_networks([chain])  # the sanity bounds follow the chain's configured rules
