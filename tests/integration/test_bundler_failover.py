@@ -6,7 +6,9 @@ leader and a standby, each a real subprocess.
 Ops sent through the API are included; the leader SIGKILLed with ops in flight, the standby
 takes over within 10 s and bundles them; the API SIGKILLed right after it returned a hash,
 the op is still included, and so it is with the API and the leader killed together and a
-bundler started later; and no op is charged twice: one relay charge per op."""
+bundler started later; and no op is charged twice: one relay charge per op. A leader killed
+right after sending a bundle, before it was mined: the standby waits for that bundle and
+records its ops included with its transaction, none dropped."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import asyncio
 import json
 import signal
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,7 @@ import pytest
 from eth_account import Account
 from sqlalchemy import select
 
+from entryway import contracts
 from entryway.bundler.rpc_types import user_operation_json
 from entryway.bundler.states import OpStatus
 from entryway.chain.rpc import EthClient, JsonRpcClient
@@ -31,10 +34,11 @@ from entryway.chain.transactor import Transactor
 from entryway.deploy.deployer import Deployment
 from entryway.deploy.plan import Operator, plan_deployment
 from entryway.domain.apikeys import KeyEnvironment
+from entryway.domain.evm import to_hex
 from entryway.domain.plans import PlanName
-from entryway.domain.userop import UserOperation
+from entryway.domain.userop import UserOperation, user_op_hash
 from entryway.storage.engine import make_engine
-from entryway.storage.intake import OpIntakeStore
+from entryway.storage.intake import OpIntakeStore, intake_row, write_intake_rows
 from entryway.storage.schema import usage_events
 from entryway.storage.store import Store
 from tests.integration.harness import ETHER, Harness
@@ -50,6 +54,7 @@ from tests.integration.test_config_processes import (
 )
 
 CHAIN_ID = 84532
+EP = contracts.load("EntryPoint").abi
 TAKEOVER_S = 10.0
 
 
@@ -243,3 +248,129 @@ async def test_leader_and_api_killed_outright_lose_no_op_and_charge_none_twice(
                     proc.send_signal(signal.SIGKILL)
                     await proc.wait()
             await engine.dispose()
+
+
+async def test_a_leader_killed_with_its_bundle_pending_leaves_its_ops_included_never_dropped(
+    tmp_path: Path, database: str
+) -> None:
+    """The leader sends a bundle and is SIGKILLed before that bundle is mined (the node mines
+    on demand here), so before it could record anything. The standby takes over while the
+    bundle still waits in the node's mempool: it waits for it rather than validate the ops
+    again, and once the block is mined records each op included with that bundle's
+    transaction; none is dropped, none sent again."""
+    async with anvil_with_entryway(tmp_path, CHAIN_ID) as d:
+        bundler_config = write_config(d, "bundler", database, executors=True)
+        code, out = await run("migrate", "--config", str(bundler_config))
+        assert code == 0, out
+        executor = Account.from_key((d.keys / "executor.key").read_text().strip()).address
+        engine = make_engine(database)
+        intake = OpIntakeStore(engine)
+        procs: list[asyncio.subprocess.Process] = []
+        chain = ("bundler", "--config", str(bundler_config), "--chain", str(CHAIN_ID))
+        port = _free_port()
+        try:
+            first = await spawn(*chain)
+            procs.append(first)
+            await leading(first, 60)
+            standby = await asyncio.create_subprocess_exec(
+                ENTRYWAY, *chain, "--http-port", str(port),
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+                env=_clean_environment(),
+            )  # fmt: skip
+            procs.append(standby)
+            logged = Lines(standby)
+            async with JsonRpcClient(d.rpc_url) as rpc:
+                eth = EthClient(rpc)
+                harness = harness_for(d, eth)
+                ops = [await own_gas_op(harness) for _ in range(3)]
+                await eth.rpc.request("evm_setAutomine", [False])
+                try:
+                    ep = harness.deployment.entry_point
+                    hashes = [to_hex(user_op_hash(op, ep, CHAIN_ID)) for op in ops]
+                    rows = [
+                        intake_row(
+                            chain_id=CHAIN_ID,
+                            user_op_hash=h,
+                            entry_point=ep,
+                            op=op,
+                            project_id=None,
+                            at=datetime.now(UTC),
+                        )
+                        for h, op in zip(hashes, ops, strict=True)
+                    ]
+                    async with engine.begin() as db:  # at once: the leader bundles them together
+                        await write_intake_rows(db, rows)
+                    # The leader's bundle sent (its executor's pending nonce moved), not mined.
+                    await until(lambda: bundle_pending(eth, executor), 60)
+                    first.send_signal(signal.SIGKILL)
+                    await first.wait()
+                    [bundle] = (await eth.rpc.request("txpool_content", []))["pending"].values()
+                    [tx_hash] = [tx["hash"] for tx in bundle.values()]
+                    await leading(standby, TAKEOVER_S + 5)
+
+                    async def settled_or_waiting() -> bool:
+                        rows = [await intake.get(CHAIN_ID, h) for h in hashes]
+                        waits = logged.has("waiting for the previous leader's bundles")
+                        return waits or any(
+                            r is not None and r.status is not OpStatus.PENDING for r in rows
+                        )
+
+                    await until(settled_or_waiting, 30)
+                    for op_hash in hashes:  # loaded by nobody while the bundle is pending
+                        row = await intake.get(CHAIN_ID, op_hash)
+                        assert row is not None
+                        assert (row.status, row.reason) == (OpStatus.PENDING, None)
+                    await eth.rpc.request("evm_mine", [])
+                finally:
+                    await eth.rpc.request("evm_setAutomine", [True])
+                await included(intake, hashes, 60)
+                # The ops the dead leader's bundle carried (all of them, unless it had sent
+                # a first bundle before the others reached it) name that bundle; any other
+                # was validated and bundled by the new leader.
+                receipt = await eth.get_receipt(tx_hash)
+                assert receipt is not None
+                topic = EP.event_topic("UserOperationEvent")
+                carried = {to_hex(g.topics[1]) for g in receipt.logs if g.topics[0] == topic}
+                assert carried and carried <= set(hashes)
+                for op_hash in hashes:
+                    row = await intake.get(CHAIN_ID, op_hash)
+                    assert row is not None and row.reason is None and row.tx_hash is not None
+                    assert (row.tx_hash == tx_hash) == (op_hash in carried)
+            async with httpx.AsyncClient() as http:
+                scraped = (await http.get(f"http://127.0.0.1:{port}/metrics")).text
+            assert f'entryway_userops_dropped_total{{chain="{CHAIN_ID}"}} 0.0' in scraped
+            sent = 0 if carried == set(hashes) else 1
+            assert f'entryway_bundles_sent_total{{chain="{CHAIN_ID}"}} {sent}.0' in scraped
+        finally:
+            for proc in procs:
+                if proc.returncode is None:
+                    proc.send_signal(signal.SIGKILL)
+                    await proc.wait()
+            await engine.dispose()
+
+
+async def bundle_pending(eth: EthClient, executor: str) -> bool:
+    return await eth.get_nonce(executor, "pending") > await eth.get_nonce(executor, "latest")
+
+
+async def until(condition: Callable[[], Awaitable[bool]], within: float) -> None:
+    deadline = time.monotonic() + within
+    while not await condition():
+        assert time.monotonic() < deadline, "never happened"
+        await asyncio.sleep(0.05)
+
+
+class Lines:
+    """A process's standard error, read as it comes (so the pipe never fills)."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        assert proc.stderr is not None
+        self.lines: list[str] = []
+        self._task = asyncio.create_task(self._read(proc.stderr))
+
+    async def _read(self, stream: asyncio.StreamReader) -> None:
+        while line := await stream.readline():
+            self.lines.append(line.decode(errors="replace"))
+
+    def has(self, text: str) -> bool:
+        return any(text in line for line in self.lines)

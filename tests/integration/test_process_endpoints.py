@@ -29,6 +29,7 @@ from entryway.storage.intake import OpIntakeStore
 from entryway.storage.secrets_key import SecretsKeySource
 from entryway.storage.tasks import TaskQueue
 from entryway.storage.webhooks import DELIVERY_TASK
+from tests.integration.harness import Harness
 from tests.integration.postgres import fresh_database
 from tests.integration.test_bundler_failover import (
     TAKEOVER_S,
@@ -111,7 +112,11 @@ async def test_leader_and_standby_report_their_role_and_the_leaders_bundles(
             assert led["chain"] == CHAIN_ID
             checks = led["checks"]
             assert isinstance(checks, dict)
-            assert set(checks) == {"database", f"chain.{CHAIN_ID}.rpc"}
+            assert set(checks) == {
+                "database",
+                f"chain.{CHAIN_ID}.rpc",
+                f"chain.{CHAIN_ID}.executors",
+            }
             await role_within(urls[1], "standby", 30)
 
             async with JsonRpcClient(deployed.rpc_url) as rpc:
@@ -181,6 +186,95 @@ async def test_leader_and_standby_report_their_role_and_the_leaders_bundles(
                     proc.send_signal(signal.SIGKILL)
                     await proc.wait()
             await engine.dispose()
+
+
+OPERATOR = "operator-token-of-the-bundler-processes"
+
+
+async def test_the_bundler_watches_its_executors_and_the_leader_tops_one_up(
+    deployed: Deployed,
+) -> None:
+    """An executor drained under the floor: the bundler's /readyz fails naming it and its
+    balance, its gauge shows it; given a funding key, the leader tops it up and is ready."""
+    floor, top_up = 10**17, 5 * 10**17
+    executor, funder = Harness.new_key(), Harness.new_key()
+    async with JsonRpcClient(deployed.rpc_url) as rpc:
+        eth = EthClient(rpc)
+        await eth.rpc.request("anvil_setBalance", [executor.address, hex(floor // 10)])
+        await eth.rpc.request("anvil_setBalance", [funder.address, hex(10**19)])
+        (deployed.root / "drained.key").write_text(executor.key.hex() + "\n")
+        (deployed.root / "funding.key").write_text(funder.key.hex() + "\n")
+        async with fresh_database("executor watch") as (database, _):
+            plain = write_config(deployed, "watch-bundler", database, executors=True)
+            text = plain.read_text().replace(
+                str(deployed.keys / "executor.key"), str(deployed.root / "drained.key")
+            )
+            text = f'admin_token = "{OPERATOR}"\n' + text + f"executor_min_balance_wei = {floor}\n"
+            plain.write_text(text)
+            funded = deployed.root / "watch-bundler-funded.toml"
+            funded.write_text(
+                text
+                + f"executor_topup_wei = {top_up}\n"
+                + f'executor_funding_key_file = "{deployed.root / "funding.key"}"\n'
+            )
+            code, out = await run("migrate", "--config", str(plain))
+            assert code == 0, out
+            port = _free_port()
+            url = f"http://127.0.0.1:{port}"
+            operator = {"Authorization": f"Bearer {OPERATOR}"}
+            chain = ("bundler", "--chain", str(CHAIN_ID), "--http-port", str(port))
+
+            proc = await spawn(*chain, "--config", str(plain))
+            try:
+                await leading(proc, 60)
+                async with httpx.AsyncClient(base_url=url) as http:
+                    for _ in range(100):  # until the leader's bundler has started
+                        ready = await http.get("/readyz", headers=operator)
+                        if ready.json()["checks"][f"chain.{CHAIN_ID}.rpc"]["ok"]:
+                            break
+                        await asyncio.sleep(0.2)
+                    assert ready.status_code == 503, ready.text
+                    assert ready.json()["failing"] == [f"chain.{CHAIN_ID}.executors"]
+                    detail = ready.json()["checks"][f"chain.{CHAIN_ID}.executors"]["detail"]
+                    assert (
+                        detail == f"under {floor} wei: {executor.address} holds {floor // 10} wei"
+                    )
+                    scraped = (await http.get("/metrics")).text
+                labels = {"chain": str(CHAIN_ID), "executor": executor.address}
+                assert sample(scraped, "entryway_executor_balance_wei", **labels) == floor // 10
+                assert sample(scraped, "entryway_executor_topups_total", chain=str(CHAIN_ID)) == 0
+            finally:
+                await _stop(proc)
+            assert await eth.get_balance(executor.address) == floor // 10  # no funding key
+
+            proc = await spawn(*chain, "--config", str(funded))
+            try:
+                await leading(proc, 60)
+                await role_within(url, "leader", 30)  # ready: topped up
+                assert await eth.get_balance(executor.address) == floor // 10 + top_up
+                assert await eth.get_nonce(funder.address, "latest") == 1  # one transfer
+                async with httpx.AsyncClient(base_url=url) as http:
+                    scraped = (await http.get("/metrics")).text
+                assert sample(scraped, "entryway_executor_topups_total", chain=str(CHAIN_ID)) == 1
+            finally:
+                await _stop(proc)
+
+
+async def test_a_funding_key_that_is_an_executor_key_or_unreadable_stops_the_bundler(
+    deployed: Deployed,
+) -> None:
+    path = write_config(deployed, "funding-bundler", "sqlite+aiosqlite:///unused", executors=True)
+    plain = path.read_text()
+    for funding, problem in (
+        (deployed.keys / "executor.key", "the funding key is an executor key"),
+        (deployed.root / "no-such.key", str(deployed.root / "no-such.key")),
+    ):
+        path.write_text(
+            plain + f'executor_topup_wei = {10**18}\nexecutor_funding_key_file = "{funding}"\n'
+        )
+        code, out = await run("bundler", "--config", str(path), "--chain", str(CHAIN_ID))
+        assert code == 2, out
+        assert "chains[0].executor_funding_key_file: " in out and problem in out, out
 
 
 async def test_the_worker_answers_health_and_reads_the_task_queue(deployed: Deployed) -> None:

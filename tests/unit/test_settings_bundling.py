@@ -29,3 +29,31 @@ def test_only_intake_bundling_goes_without_executor_keys(tmp_path: Path) -> None
     api_only = load_settings(write(tmp_path, without + 'bundling = "intake"\n'))
     assert api_only.chains[0].executor_key_files == []
     assert problems(write(tmp_path, chain_table(tmp_path, extra='bundling = "elsewhere"')))
+
+
+def test_the_executor_watch_defaults_to_the_readiness_floor_and_no_top_up(
+    tmp_path: Path,
+) -> None:
+    chain = load_settings(write(tmp_path, chain_table(tmp_path))).chains[0]
+    assert chain.executor_min_balance_wei is None  # [readiness] executor_min_wei then
+    assert (chain.executor_topup_wei, chain.executor_funding_key_file) == (0, None)
+    funded = load_settings(
+        write(
+            tmp_path,
+            chain_table(
+                tmp_path,
+                extra=f"executor_min_balance_wei = {10**17}\nexecutor_topup_wei = {10**18}\n"
+                f'executor_funding_key_file = "{tmp_path / "funding.key"}"',
+            ),
+        )
+    ).chains[0]
+    assert funded.executor_min_balance_wei == 10**17
+    assert funded.executor_topup_wei == 10**18
+
+
+def test_an_executor_top_up_needs_both_its_amount_and_its_funding_key(tmp_path: Path) -> None:
+    key = f'executor_funding_key_file = "{tmp_path / "funding.key"}"'
+    for half in (f"executor_topup_wei = {10**18}", key, f"executor_topup_wei = 0\n{key}"):
+        [problem] = problems(write(tmp_path, chain_table(tmp_path, extra=half)))
+        assert problem.startswith("chains[0]: ")
+        assert "executor_topup_wei" in problem and "executor_funding_key_file" in problem

@@ -2,9 +2,11 @@
 durable intake, and writes back what became of each op.
 
 On taking over, and every poll after, it loads the intake's open ops it has not loaded yet.
-Each one received before this leader took over is first looked up on the chain: a dead
-leader may have sent it in a bundle that was mined (it is marked included or failed, never
-sent again), or the sender's nonce may have moved on (dropped, with that reason). Then it
+Each one received before this leader took over is first looked up on the chain, once the
+bundles the dead leader had sent from the executor keys are mined (`bundler.takeover`): a
+dead leader may have sent it in a bundle that was mined (it is marked included or failed,
+with that bundle's transaction, never sent again), or the sender's nonce may have moved on
+(dropped, with that reason). Then it
 enters the mempool: on the API's validation when that was made at most FRESH_BLOCKS behind
 the head (the mempool's rules still apply; bundling simulates each op again and compares its
 code hashes before the bundle is sent), else validated again, the chain's state having
@@ -29,6 +31,7 @@ from entryway import contracts
 from entryway.bundler.errors import BundlerError, RpcErrorCode
 from entryway.bundler.service import HEAD_TTL_S, Bundler
 from entryway.bundler.states import OpStatus
+from entryway.bundler.takeover import PreviousBundles, mined_op
 from entryway.bundler.validation.outcome import ValidationOutcome
 from entryway.bundler.validation.outcome_json import outcome_from_json
 from entryway.chain.rpc import RpcError, RpcTransportError
@@ -49,6 +52,7 @@ CAPACITY = (
     RpcErrorCode.INTERNAL_ERROR,
 )
 RETRY_S = 2.0
+PREVIOUS_RETRY_S = 0.25  # an inherited op, while the previous leader's bundles are pending
 LOAD_CONCURRENCY = 32  # senders whose new ops are loaded at once
 FOLLOW_S = 0.05  # while a burst of ops arrives, the intake is looked at this often
 FOLLOW_LOOKS = 5  # looks per step at most
@@ -124,6 +128,15 @@ class IntakeLeader:
     # When this leader took over: an op received well after it cannot have been sent by an
     # earlier leader, so it skips the look-ups for that (see `_load`).
     leading_since: datetime = field(default_factory=lambda: datetime.now(UTC))
+    # The bundles the previous leader left pending; None: read from the executors' nonces.
+    previous: PreviousBundles | None = None
+    # Whether those are mined, as of this step: inherited ops wait for them.
+    _previous_settled: bool = field(default=False, init=False)
+
+    def __post_init__(self) -> None:
+        if self.previous is None:
+            executors = [e.address for e in self.bundler.executors]
+            self.previous = PreviousBundles(self.bundler.eth, executors)
 
     @property
     def chain_id(self) -> int:
@@ -149,6 +162,8 @@ class IntakeLeader:
         senders are loaded concurrently (each may be looked up on the chain and validated again:
         node round trips), as the standalone bundler takes concurrent sends; a sender's ops
         one after the other, oldest first."""
+        assert self.previous is not None
+        await self.previous.start()  # before this leader sends a bundle of its own
         now = time.monotonic()
         skip = frozenset(self.loaded) | {h for h, at in self.waiting.items() if at > now}
         by_sender: dict[str, list[OpenOp]] = {}
@@ -157,6 +172,8 @@ class IntakeLeader:
         )
         for row in rows:
             by_sender.setdefault(row.op.sender.lower(), []).append(row)
+        if not self._previous_settled and any(not self._new_since_takeover(r) for r in rows):
+            self._previous_settled = await self.previous.settled()
         room = asyncio.Semaphore(LOAD_CONCURRENCY)
 
         async def load_in_order(rows: list[OpenOp]) -> None:
@@ -177,8 +194,12 @@ class IntakeLeader:
         self.waiting.pop(op_hash, None)
         outcome = None
         try:
-            if not self._new_since_takeover(row) and await self._settled_before(row):
-                return
+            if not self._new_since_takeover(row):
+                if not self._previous_settled:  # the dead leader's bundle may carry it
+                    self.waiting[op_hash] = time.monotonic() + PREVIOUS_RETRY_S
+                    return
+                if await self._settled_before(row):
+                    return
             outcome = await self._fresh_validation(row)
             if outcome is None:
                 await self.bundler.send(row.op)
@@ -188,6 +209,10 @@ class IntakeLeader:
         except BundlerError as exc:
             if self._may_wait(row, exc):
                 self.waiting[op_hash] = time.monotonic() + RETRY_S
+                return
+            # An inherited op refused because a bundle of the previous leader mined it since
+            # it was looked up (one stuck past the wait, say): the chain decides.
+            if not self._new_since_takeover(row) and await self._mined_before(row):
                 return
             refused = "refused on revalidation" if outcome is None else "refused by the mempool"
             reason = f"{refused}: {exc.message}"
@@ -225,16 +250,33 @@ class IntakeLeader:
     async def _settled_before(self, row: OpenOp) -> bool:
         """Whether an earlier leader's bundle settled the op: mined (marked included or
         failed, never sent again) or its nonce used by another op (dropped, with that)."""
-        op_hash = row.user_op_hash
-        receipt = await self.bundler.receipts.receipt(hex_to_bytes(op_hash))
-        if receipt is not None:  # mined already, in a bundle of the leader before
-            status = OpStatus.INCLUDED if receipt["success"] else OpStatus.FAILED
-            tx = receipt["receipt"]["transactionHash"]
-            await self.intake.mark(self.chain_id, op_hash, status, tx_hash=tx)
+        if await self._mined_before(row):
             return True
         used = await self._nonce_used(row.op)
         if used is not None:
-            await self.intake.mark(self.chain_id, op_hash, OpStatus.DROPPED, reason=used)
+            await self.intake.mark(self.chain_id, row.user_op_hash, OpStatus.DROPPED, reason=used)
+            return True
+        return False
+
+    async def _mined_before(self, row: OpenOp) -> bool:
+        """Whether the op's UserOperationEvent is on the chain; if so it is marked included
+        (or failed) with the transaction that carried it."""
+        op_hash = row.user_op_hash
+        config = self.bundler.config
+        mined = await mined_op(
+            self.bundler.eth,
+            config.entry_point,
+            op_hash,
+            validated_block=row.validated_block,
+            lookback_blocks=config.receipt_lookback_blocks,
+        )
+        if mined is not None:  # mined already, in a bundle of the leader before
+            status = OpStatus.INCLUDED if mined.success else OpStatus.FAILED
+            log.info(
+                "op %s was mined by the previous leader (tx %s, block %d)",
+                op_hash, mined.tx_hash, mined.block,
+            )  # fmt: skip
+            await self.intake.mark(self.chain_id, op_hash, status, tx_hash=mined.tx_hash)
             return True
         return False
 

@@ -20,12 +20,13 @@ import json
 import logging
 import signal
 import sys
-from collections.abc import Callable
-from contextlib import AsyncExitStack
+from collections.abc import AsyncIterator, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from entryway.bundler.executor_watch import ExecutorFunding, ExecutorWatch, watching
 from entryway.bundler.leader import IntakeLeader
 from entryway.bundler.service import Bundler
 from entryway.bundler.standalone import StandaloneSettings, build_bundler
@@ -58,6 +59,7 @@ class Leadership:
     engine: AsyncEngine | None = None  # the database of the lock, once connected
     leading: bool = False
     bundler: Bundler | None = None  # the leader's, started, with its node client
+    executors: ExecutorWatch | None = None  # the executor keys' balances, once watched
 
     @property
     def role(self) -> str:
@@ -162,15 +164,39 @@ async def lead_until_signalled(
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
 
+    leadership = Leadership(chain_id)
+
     def leading() -> None:
         sys.stdout.write(json.dumps({"leading": chain_id}) + "\n")
         sys.stdout.flush()
+        if leadership.executors is not None:
+            leadership.executors.wake()  # the leader tops up: check now
 
-    leadership = Leadership(chain_id)
     async with AsyncExitStack() as stack:
+        await stack.enter_async_context(_watching_executors(chain_id, chain, leadership))
         if http is not None:
             probe = bundler_probe(settings, leadership)
             await stack.enter_async_context(operator_endpoint(probe, http))
         await run_leader(
             database_url(settings), chain_id, chain, stop, on_leading=leading, leadership=leadership
         )
+
+
+@asynccontextmanager
+async def _watching_executors(
+    chain_id: int, chain: BundlerChain, leadership: Leadership
+) -> AsyncIterator[None]:
+    """The executor keys' balances watched (`bundler.executor_watch`), standing by and
+    leading alike, on a node client of the watch's own; topped up while leading."""
+    funding = ExecutorFunding(
+        chain.executor_min_balance_wei, chain.executor_topup_wei, chain.executor_funding_key
+    )
+    async with JsonRpcClient(list(chain.rpc_urls), chain_id=chain_id) as rpc:
+        executors = [key.address for key in chain.executor_keys]
+        watch = ExecutorWatch(EthClient(rpc), chain_id, executors, funding)
+        leadership.executors = watch
+        try:
+            async with watching(watch, lambda: leadership.leading):
+                yield
+        finally:
+            leadership.executors = None

@@ -2,9 +2,11 @@
 a chain bundled from the intake (leader or standby) and the task worker (docs/operations.md).
 
 - bundler: /readyz passes while leading with its node answering the chain's id, or while
-  standing by with the database answering; its body names the role. /metrics: the leader's
-  bundler families (`service.metrics_scrape.bundler_families`) and
-  `entryway_bundler_leader{chain}`, 1 while leading, 0 while standing by.
+  standing by with the database answering, and in both roles while every executor key holds
+  the floor (`chain.<id>.executors`); its body names the role. /metrics: the leader's
+  bundler families (`service.metrics_scrape.bundler_families`),
+  `entryway_bundler_leader{chain}`, 1 while leading, 0 while standing by, and the executor
+  keys' balances (`bundler.executor_watch`).
 - worker: /readyz passes while the database answers. /metrics: the families the API reads
   (its chains' bundlers and nodes, the credits it charged, the task queue) and its webhook
   delivery failures.
@@ -51,6 +53,8 @@ def bundler_probe(settings: Settings, leadership: Leadership) -> ProcessProbe:
         found: dict[str, Check] = {"database": partial(_database, leadership.engine)}
         if leadership.leading:
             found[f"chain.{leadership.chain_id}.rpc"] = partial(_leaders_node, leadership)
+        if leadership.executors is not None:
+            found[f"chain.{leadership.chain_id}.executors"] = leadership.executors.readiness
         return found
 
     async def families() -> Sequence[Metric]:
@@ -62,7 +66,8 @@ def bundler_probe(settings: Settings, leadership: Leadership) -> ProcessProbe:
             labels=("chain",),
         )
         role.add_metric((str(leadership.chain_id),), 1 if leadership.leading else 0)
-        return [*bundler_families(led), role]
+        watch = leadership.executors
+        return [*bundler_families(led), role, *(watch.families() if watch else [])]
 
     def describe() -> Mapping[str, object]:
         return {"role": leadership.role, "chain": leadership.chain_id}

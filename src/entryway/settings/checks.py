@@ -123,6 +123,11 @@ def read_chain_keys(index: int, chain: ChainSettings, settings: Settings) -> Cha
         notary = load_key_file(chain.notary_submitter_key_file)
     except EntrywayError as exc:
         problems.append(f"{where}.notary_submitter_key_file: {exc}")
+    if chain.executor_funding_key_file is not None:  # used by the bundler process alone
+        try:
+            load_key_file(chain.executor_funding_key_file)
+        except EntrywayError as exc:
+            problems.append(f"{where}.executor_funding_key_file: {exc}")
     if problems or isinstance(executors, list) or signer is None or notary is None:
         return problems
     return ChainKeys(executors, signer, notary)

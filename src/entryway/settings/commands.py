@@ -108,12 +108,18 @@ class BundlerChain:
     executor_keys: tuple[LocalAccount, ...]
     entry_point: str
     fee_rules: FeeRules
+    # The executors' watch (`bundler.executor_watch`): the floor, and the top-up, if any.
+    executor_min_balance_wei: int = 10**16
+    executor_topup_wei: int = 0
+    executor_funding_key: LocalAccount | None = None
 
 
 def bundler_chain(config: Path | None, chain_id: int) -> BundlerChain:
     """The chain's node URLs (each checked to answer with its id), executor keys and
     EntryPoint from the settings; exit status 2 naming the key on a problem."""
     from entryway.deploy.plan import ENTRY_POINT_ADDRESS
+    from entryway.errors import EntrywayError
+    from entryway.keys import load_key_file
     from entryway.settings.checks import check_rpc_urls, executor_keys
     from entryway.settings.networks import register_networks
 
@@ -124,8 +130,32 @@ def bundler_chain(config: Path | None, chain_id: int) -> BundlerChain:
     index, chain = found[0]
     keys = executor_keys(index, chain)
     problems = (keys if isinstance(keys, list) else []) + asyncio.run(check_rpc_urls(index, chain))
+    funding = None
+    if chain.executor_funding_key_file is not None:
+        try:
+            funding = load_key_file(chain.executor_funding_key_file)
+        except EntrywayError as exc:
+            problems.append(f"chains[{index}].executor_funding_key_file: {exc}")
+    if (
+        funding is not None
+        and not isinstance(keys, list)
+        and funding.address in {k.address for k in keys}
+    ):
+        # Its transfers and the bundles would race for the same nonces.
+        problems.append(
+            f"chains[{index}].executor_funding_key_file: the funding key is an executor key"
+        )
     if problems or isinstance(keys, list):
         fail(problems)
     register_networks([chain])  # the sanity bounds follow the chain's configured rules
     entry_point = chain.addresses.entry_point if chain.addresses else ENTRY_POINT_ADDRESS
-    return BundlerChain(tuple(chain.urls()), keys, entry_point, chain.fee_rules_resolved)
+    floor = chain.executor_min_balance_wei
+    return BundlerChain(
+        tuple(chain.urls()),
+        keys,
+        entry_point,
+        chain.fee_rules_resolved,
+        executor_min_balance_wei=settings.readiness.executor_min_wei if floor is None else floor,
+        executor_topup_wei=chain.executor_topup_wei,
+        executor_funding_key=funding,
+    )

@@ -248,6 +248,12 @@ class ChainSettings(Section):
     # --chain N` leader (docs/deploy.md), the API then needing no executor key.
     bundling: Literal["in_process", "intake"] = "in_process"
     executor_key_files: list[Path]  # may be empty only with bundling = "intake"
+    # The `entryway bundler` process watches its executor keys' balances: under this (None:
+    # [readiness] executor_min_wei) it is not ready and alerts; with a funding key and an
+    # amount, the leader sends that amount from the funding key to a key under it.
+    executor_min_balance_wei: Wei | None = None
+    executor_topup_wei: Wei = 0
+    executor_funding_key_file: Path | None = None
     paymaster_signer_key_file: Path | None = None  # default: [paymaster] signer_key(_file)
     notary_submitter_key_file: Path
     # Where the contracts are: given, or derived from the owner `entryway deploy` used.
@@ -299,6 +305,11 @@ class ChainSettings(Section):
     def _complete(self) -> ChainSettings:
         if (self.addresses is None) == (self.deploy_owner is None):
             raise ValueError("give the contract addresses or the deploy_owner, one of the two")
+        if (self.executor_topup_wei > 0) != (self.executor_funding_key_file is not None):
+            raise ValueError(
+                "an executor top-up needs both executor_topup_wei (over 0) and "
+                "executor_funding_key_file"
+            )
         if self.chain_id not in NETWORKS:
             missing = [
                 name

@@ -18,6 +18,7 @@ from entryway.bundler.leader import FRESH_BLOCKS, IntakeLeader
 from entryway.bundler.rpc_methods import BundlerRpc
 from entryway.bundler.standalone import StandaloneSettings, build_bundler
 from entryway.bundler.states import BundlingMode, OpStatus, Tracked
+from entryway.bundler.takeover import PreviousBundles
 from entryway.bundler.validation.outcome import ValidationOutcome
 from entryway.bundler.validation.outcome_json import outcome_to_json
 from entryway.chain.rpc import EthClient
@@ -147,6 +148,117 @@ async def test_an_op_dropped_here_but_mined_by_the_dead_leaders_bundle_is_includ
     row = await settled(leader, intake, op_hash)
     assert (row.status, row.reason) == (OpStatus.INCLUDED, None)
     assert row.tx_hash == bundle.receipt.tx_hash
+
+
+async def pending_bundle(
+    harness: Harness, eth: EthClient, executor: LocalAccount, ops: list[UserOperation]
+) -> str:
+    """handleOps of `ops` sent from `executor` as a leader sends a bundle, not waited for."""
+    block = await eth.get_block("latest")
+    base_fee = int(block["baseFeePerGas"], 16)
+    signed = executor.sign_transaction(
+        {
+            "type": 2,
+            "chainId": harness.chain_id,
+            "nonce": await eth.get_nonce(executor.address, "pending"),
+            "to": harness.deployment.entry_point,
+            "value": 0,
+            "data": harness.handle_ops_data(ops),
+            "gas": 8_000_000,
+            "maxFeePerGas": 2 * base_fee + 10**9,
+            "maxPriorityFeePerGas": 10**9,
+        }
+    )
+    return await eth.send_raw_transaction(bytes(signed.raw_transaction))
+
+
+async def test_ops_in_the_dead_leaders_pending_bundle_end_mined_not_dropped(
+    leading: Leading, harness: Harness, eth: EthClient
+) -> None:
+    """The leader died right after sending a bundle, from the executor keys this leader holds
+    too. Validated again while that bundle is pending, its ops (each deploying its account)
+    fail (AA10) and would be written off as dropped a block before they are mined: instead
+    they wait for the bundle, then are recorded with its transaction."""
+    _, intake, rpc = leading
+    bundler = rpc.bundler
+    ops = [await signed_op(harness) for _ in range(3)]
+    hashes = [await validated_into_intake(harness, intake, rpc, op) for op in ops]
+    dropped_before = bundler.counts.ops_dropped
+    await eth.rpc.request("evm_setAutomine", [False])
+    try:
+        tx_hash = await pending_bundle(harness, eth, bundler.executors[0].account, ops)
+        leader = IntakeLeader(bundler, intake)  # the standby takes over now
+        for _ in range(3):
+            await leader.step()
+            await bundler.bundle_once(wait=False)
+        assert len(bundler.mempool) == 0  # none loaded while the bundle is pending
+        for op_hash in hashes:
+            row = await intake.get(harness.chain_id, op_hash)
+            assert row is not None and row.status is OpStatus.PENDING
+        await eth.rpc.request("evm_mine", [])
+    finally:
+        await eth.rpc.request("evm_setAutomine", [True])
+    for op_hash in hashes:
+        row = await settled(leader, intake, op_hash)
+        assert (row.status, row.tx_hash, row.reason) == (OpStatus.INCLUDED, tx_hash, None)
+        receipt = await bundler.receipts.receipt(hex_to_bytes(op_hash))
+        assert receipt is not None and receipt["receipt"]["transactionHash"] == tx_hash
+    assert bundler.counts.ops_dropped == dropped_before
+    assert len(bundler.mempool) == 0 and bundler.counts.bundles_sent == 0  # none sent again
+
+
+async def test_an_op_refused_after_the_wait_gave_up_is_still_recorded_mined_if_it_was(
+    leading: Leading, harness: Harness, eth: EthClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The previous leader's bundle stuck past the wait: the op is validated again, and
+    refused (its account already deployed in the node's pending state); the bundle is mined
+    meanwhile. Before writing the drop the leader reads the chain again: included."""
+    _, intake, rpc = leading
+    bundler = rpc.bundler
+    op = await signed_op(harness)
+    op_hash = await into_intake(harness, intake, op)
+    real_send = bundler.send
+
+    async def refused_then_mined(op: UserOperation) -> Any:
+        try:
+            return await real_send(op)
+        finally:
+            await eth.rpc.request("evm_mine", [])  # the stuck bundle lands meanwhile
+
+    await eth.rpc.request("evm_setAutomine", [False])
+    try:
+        tx_hash = await pending_bundle(harness, eth, bundler.executors[0].account, [op])
+        previous = PreviousBundles(eth, [e.address for e in bundler.executors], wait_s=0.0)
+        leader = IntakeLeader(bundler, intake, previous=previous)
+        monkeypatch.setattr(bundler, "send", refused_then_mined)
+        await leader.step()
+    finally:
+        await eth.rpc.request("evm_setAutomine", [True])
+    row = await intake.get(harness.chain_id, op_hash)
+    assert row is not None
+    assert (row.status, row.tx_hash, row.reason) == (OpStatus.INCLUDED, tx_hash, None)
+
+
+async def test_an_op_mined_long_before_the_takeover_is_found_from_its_validation_block(
+    leading: Leading, harness: Harness, eth: EthClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The look-up reads a bounded range from the block the op was validated at, not back
+    from the head: an op mined more than that range ago is still recognised."""
+    _, intake, rpc = leading
+    bundler = rpc.bundler
+    op = await signed_op(harness)
+    op_hash = await validated_into_intake(harness, intake, rpc, op)
+    bundle = await harness.handle_ops([op])  # the dead leader's bundle
+    await eth.rpc.request("anvil_mine", [hex(40)])
+    # A node that answers eth_getLogs over 30 blocks at most: the op is out of that reach
+    # back from the head, within it from its validation block.
+    monkeypatch.setattr(bundler, "config", replace(bundler.config, receipt_lookback_blocks=30))
+    monkeypatch.setattr(bundler.receipts, "lookback_blocks", 30)
+    assert await bundler.receipts.receipt(hex_to_bytes(op_hash)) is None
+    leader = IntakeLeader(bundler, intake)
+    row = await settled(leader, intake, op_hash)
+    assert (row.status, row.tx_hash) == (OpStatus.INCLUDED, bundle.receipt.tx_hash)
+    assert len(bundler.mempool) == 0
 
 
 async def test_an_op_refused_for_room_waits_in_the_intake_until_there_is_some(
