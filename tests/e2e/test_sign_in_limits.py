@@ -204,8 +204,6 @@ async def test_known_and_unknown_emails_answer_alike_in_words_and_time(up: Up) -
     # medians are alike, where a known email used to answer the lock 20 times faster.
     ratio = statistics.median(known_times[:5]) / statistics.median(unknown_times[:5])
     assert 0.4 < ratio < 2.5, (known_times, unknown_times)
-    refused = statistics.median(known_times[5:]), statistics.median(unknown_times[5:])
-    assert 0.2 < refused[0] / refused[1] < 5, (known_times, unknown_times)
 
 
 async def test_guesses_from_elsewhere_do_not_keep_the_owner_out(up: Up) -> None:

@@ -7,9 +7,15 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from starlette.requests import Request
 
 from entryway.dashboard.passwords import PasswordWork, PasswordWorkBusyError
-from entryway.dashboard.sign_in_guard import SignInGuard, SignInLimits, TooManyAttemptsError
+from entryway.dashboard.sign_in_guard import (
+    SignInGuard,
+    SignInLimits,
+    TooManyAttemptsError,
+    client_address,
+)
 from entryway.domain.throttle import Rate, Throttle
 
 
@@ -162,3 +168,29 @@ def test_a_right_password_gives_the_accounts_attempt_back() -> None:
     for _ in range(10):
         guard.admit("203.0.113.9", "alice@example.com")
         guard.signed_in("203.0.113.9", "alice@example.com")
+
+
+def request_from(host: str | None) -> Request:
+    client = None if host is None else (host, 40000)
+    return Request({"type": "http", "method": "POST", "path": "/", "headers": [], "client": client})
+
+
+def test_a_client_is_counted_by_its_address_and_an_ipv6_one_by_its_64() -> None:
+    assert client_address(request_from("203.0.113.9")) == "203.0.113.9"
+    assert client_address(request_from("2001:db8:1:2:aaaa::1")) == "2001:db8:1:2::/64"
+    assert client_address(request_from("2001:db8:1:2:bbbb::7")) == "2001:db8:1:2::/64"
+    assert client_address(request_from(None)) == "unknown"
+
+
+async def test_a_cancelled_check_keeps_its_thread_counted_until_the_hash_is_done() -> None:
+    work = PasswordWork(threads=1, queue=0)
+    first = asyncio.create_task(work.hash("correct horse battery staple"))
+    await asyncio.sleep(0.005)  # the hash is running in its thread
+    first.cancel()
+    await asyncio.sleep(0)
+    with pytest.raises(PasswordWorkBusyError):
+        await work.hash("another password entirely")  # the abandoned hash still runs
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    assert work.admitted == 0
+    await work.hash("another password entirely")

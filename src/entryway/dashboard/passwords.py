@@ -62,7 +62,14 @@ class PasswordWork:
         try:
             async with self._slots:
                 self.hashed += 1
-                return await asyncio.to_thread(work)
+                job = asyncio.ensure_future(asyncio.to_thread(work))
+                try:
+                    return await asyncio.shield(job)
+                except asyncio.CancelledError:
+                    # The thread cannot be stopped: its slot stays taken until it is done,
+                    # so that abandoned requests never add hashes beyond the bound.
+                    await asyncio.wait([job])
+                    raise
         finally:
             self._admitted -= 1
 
