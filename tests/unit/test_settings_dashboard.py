@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from entryway.composition.serving import dashboard_options, public_url
+from entryway.dashboard.sign_in_guard import SignInLimits
 from entryway.domain.throttle import Rate
 from entryway.settings import SettingsError, load_settings
 
@@ -57,6 +58,7 @@ def test_the_sign_in_limits_have_defaults_and_can_be_set(tmp_path: Path) -> None
     assert defaults.per_account == Rate(5, 900)
     assert defaults.operator_per_address == Rate(5, 60)
     assert (defaults.hashing_threads, defaults.hashing_queue) == (1, 8)
+    assert defaults == SignInLimits()  # the settings' defaults are the code's
     text = (
         '[dashboard]\nsign_in_per_address = "100/hour"\nsign_in_per_account = "3/minute"\n'
         'operator_sign_in_per_address = "2/30 seconds"\npassword_hashing_threads = 2\n'
