@@ -66,7 +66,13 @@ async def service(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Ser
     proc = await running.start(
         data_dir,
         port,
-        env={"ENTRYWAY_RATE_LIMITS": "FREE=1000/second"},
+        env={
+            "ENTRYWAY_RATE_LIMITS": "FREE=1000/second",
+            # Every test signs in from 127.0.0.1: the per-address limits would soon refuse
+            # them all (tests/e2e/test_sign_in_limits.py holds the service to the defaults).
+            "ENTRYWAY_DASHBOARD__SIGN_IN_PER_ADDRESS": "100000/minute",
+            "ENTRYWAY_DASHBOARD__OPERATOR_SIGN_IN_PER_ADDRESS": "100000/minute",
+        },
         log=running_log(data_dir),
     )
     try:

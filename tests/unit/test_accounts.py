@@ -1,5 +1,4 @@
-"""The dashboard's account rules: addresses, passwords, the sign-in lockout and how long a
-session lives."""
+"""The dashboard's account rules: addresses, passwords and how long a session lives."""
 
 from __future__ import annotations
 
@@ -9,16 +8,12 @@ import pytest
 
 from entryway.dashboard.passwords import hash_password, verify_password
 from entryway.domain.accounts import (
-    FREE_FAILURES,
-    MAX_LOCK,
     MAX_PASSWORD_LENGTH,
     MIN_PASSWORD_LENGTH,
     SESSION_IDLE,
     SESSION_LIFETIME,
     AccountError,
-    SignInState,
     check_password,
-    lock_after,
     normalized_email,
     session_expiry,
 )
@@ -73,36 +68,6 @@ def test_a_password_must_be_long_enough_but_not_unbounded() -> None:
 def test_a_password_may_not_be_the_email_address() -> None:
     with pytest.raises(AccountError, match="other than your email"):
         check_password(" Alice@Example.com", "alice@example.com")
-
-
-def test_the_first_failures_are_free_then_the_lock_doubles_up_to_its_cap() -> None:
-    assert [lock_after(n) for n in range(FREE_FAILURES + 1)] == [timedelta(0)] * (FREE_FAILURES + 1)
-    after = [lock_after(FREE_FAILURES + n).total_seconds() for n in range(1, 6)]
-    assert after == [2, 4, 8, 16, 32]
-    assert lock_after(FREE_FAILURES + 9) == timedelta(seconds=512)
-    assert lock_after(FREE_FAILURES + 10) == MAX_LOCK  # 1024 s would pass 15 minutes
-    assert lock_after(10_000) == MAX_LOCK  # no overflow however many
-
-
-def test_failures_lock_the_account_until_the_lock_has_passed() -> None:
-    state = SignInState(0, None)
-    for _ in range(FREE_FAILURES):
-        state = state.after_failure(NOW)
-        assert not state.locked(NOW)
-    state = state.after_failure(NOW)
-    assert state == SignInState(FREE_FAILURES + 1, NOW + timedelta(seconds=2))
-    assert state.locked(NOW + timedelta(seconds=1))
-    assert not state.locked(NOW + timedelta(seconds=2))
-
-
-def test_an_attempt_counts_before_the_password_is_checked_and_none_while_locked() -> None:
-    state = SignInState(FREE_FAILURES, None)
-    counted = state.attempt(NOW)
-    assert counted == SignInState(FREE_FAILURES + 1, NOW + timedelta(seconds=2))
-    assert counted.attempt(NOW + timedelta(seconds=1)) is None
-    assert counted.attempt(NOW + timedelta(seconds=2)) == SignInState(
-        FREE_FAILURES + 2, NOW + timedelta(seconds=6)
-    )
 
 
 def test_a_session_ends_when_idle_or_at_the_latest_after_its_lifetime() -> None:

@@ -7,10 +7,13 @@ from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 
 from fastapi import FastAPI
+from limits import parse as parse_rate
 
 from entryway.composition.root import request_limits
 from entryway.dashboard.app import install_dashboard
+from entryway.dashboard.sign_in_guard import SignInLimits
 from entryway.dashboard.web import DashboardOptions
+from entryway.domain.throttle import Rate
 from entryway.observability.logs import configure_logging
 from entryway.observability.metrics import ServiceMetrics
 from entryway.service.app import create_app
@@ -45,8 +48,40 @@ def http_app(
         metrics_token=token.get_secret_value() if token is not None else None,
     )
     if settings.dashboard.enabled:
-        install_dashboard(app, DashboardOptions(secure_cookies=settings.dashboard.secure_cookies))
+        install_dashboard(app, dashboard_options(settings))
     return app
+
+
+def _rate(text: str) -> Rate:
+    item = parse_rate(text)
+    return Rate(item.amount, item.get_expiry())
+
+
+def public_url(settings: Settings) -> str:
+    """`http.public_url`, else the address this process serves on: links handed out never
+    take the request's Host header, which whoever sends the request chooses."""
+    if settings.http.public_url is not None:
+        return settings.http.public_url
+    host = settings.http.host
+    if host in ("", "0.0.0.0", "::"):  # noqa: S104 - every interface, loopback among them
+        host = "127.0.0.1"
+    if ":" in host:
+        host = f"[{host}]"
+    return f"http://{host}:{settings.http.port}"
+
+
+def dashboard_options(settings: Settings) -> DashboardOptions:
+    given = settings.dashboard
+    limits = SignInLimits(
+        per_address=_rate(given.sign_in_per_address),
+        per_account=_rate(given.sign_in_per_account),
+        operator_per_address=_rate(given.operator_sign_in_per_address),
+        hashing_threads=given.password_hashing_threads,
+        hashing_queue=given.password_hashing_queue,
+    )
+    return DashboardOptions(
+        secure_cookies=given.secure_cookies, public_url=public_url(settings), sign_in=limits
+    )
 
 
 def configure_process_logging(settings: Settings) -> None:

@@ -20,11 +20,13 @@ from entryway.dashboard import (
 )
 from entryway.dashboard.auth_pages import auth_routes
 from entryway.dashboard.project_pages import project_routes
+from entryway.dashboard.sign_in_guard import SignInGuard
 from entryway.dashboard.web import DashboardError, DashboardOptions, SignInRequiredError
 
 
 def install_dashboard(app: FastAPI, options: DashboardOptions) -> None:
     app.state.dashboard = options
+    app.state.sign_in_guard = SignInGuard(options.sign_in)
     app.mount(
         f"{web.PREFIX}/static", StaticFiles(directory=web.HERE / "static"), name="dashboard-static"
     )

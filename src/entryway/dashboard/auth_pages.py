@@ -9,17 +9,23 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from entryway.dashboard import web
-from entryway.dashboard.passwords import hash_password, verify_password
+from entryway.dashboard.passwords import PasswordWorkBusyError
+from entryway.dashboard.sign_in_guard import TooManyAttemptsError, client_address, guard
 from entryway.dashboard.web import Viewer
-from entryway.domain.accounts import (
-    AccountError,
-    SignInState,
-    check_password,
-    normalized_email,
-)
+from entryway.domain.accounts import AccountError, check_password, normalized_email
 
 SIGN_IN_FAILED = "That email and password do not match an account."
-LOCKED = "Too many failed attempts: wait a little and try again."
+BUSY_RETRY_S = 1  # the hashing queue drains in well under a second
+
+
+def _refused(
+    request: Request, who: Viewer, template: str, context: dict[str, str], retry_after_s: int
+) -> Response:
+    """429 with Retry-After: answered before any password work, whoever the account is."""
+    message = f"Too many attempts: wait {retry_after_s} s and try again."
+    page = web.render(request, who, template, {**context, "error": message}, status=429)
+    page.headers["Retry-After"] = str(retry_after_s)
+    return page
 
 
 async def _signed_in_as(request: Request, who: Viewer, secret: str) -> None:
@@ -48,6 +54,10 @@ async def _claim(request: Request, next_path: str, email: str, password_hash: st
     return await web.accounts(request).claim_by_invitation(token, email, password_hash, web.now())
 
 
+def _retry_after(exc: TooManyAttemptsError | PasswordWorkBusyError) -> int:
+    return exc.retry_after_s if isinstance(exc, TooManyAttemptsError) else BUSY_RETRY_S
+
+
 def auth_routes() -> APIRouter:
     router = APIRouter()
 
@@ -65,12 +75,14 @@ def auth_routes() -> APIRouter:
         email_given = web.text(data, "email", limit=400)
         password = data.get("password")
         password = password if isinstance(password, str) else ""
+        sign_in_guard = guard(request)
         try:
             email = normalized_email(email_given)
             check_password(password, email)
             if password != data.get("password_again"):
                 raise AccountError("The two passwords differ.")
-            password_hash = await hash_password(password)
+            sign_in_guard.admit(client_address(request))
+            password_hash = await sign_in_guard.passwords.hash(password)
             try:
                 user_id = await web.accounts(request).sign_up(email, password_hash, web.now())
             except AccountError:
@@ -81,6 +93,9 @@ def auth_routes() -> APIRouter:
         except AccountError as exc:
             context = {"error": str(exc), "email": email_given, "next": web.text(data, "next")}
             return web.render(request, who, "signup.html", context, status=400)
+        except (TooManyAttemptsError, PasswordWorkBusyError) as exc:
+            context = {"email": email_given, "next": web.text(data, "next")}
+            return _refused(request, who, "signup.html", context, _retry_after(exc))
         secret, _ = await web.accounts(request).open_session(user_id, operator=False, at=web.now())
         await _signed_in_as(request, who, secret)
         return web.redirect(request, who, _next(web.text(data, "next")))
@@ -95,29 +110,36 @@ def auth_routes() -> APIRouter:
 
     @router.post("/signin")
     async def sign_in(request: Request, who: web.AnyViewer) -> Response:
+        """Known email or not, the same throttles, the same argon2 work and the same answer:
+        neither the words nor the time tell whether an account exists."""
         data = await web.form(request, who)
         store = web.accounts(request)
         email_given = web.text(data, "email", limit=400)
         password = data.get("password")
         password = password if isinstance(password, str) else ""
-        at = web.now()
+        context = {"email": email_given, "next": web.text(data, "next")}
         try:
             email = normalized_email(email_given)
         except AccountError:
             email = ""
-        user = await store.user_by_email(email) if email else None
-        if user is not None and not await store.claim_sign_in_attempt(user.user_id, at):
-            error = LOCKED
-        elif await verify_password(user.password_hash if user else None, password):
-            assert user is not None
-            await store.record_sign_in(user.user_id, SignInState(0, None))
-            secret, _ = await store.open_session(user.user_id, operator=False, at=at)
-            await _signed_in_as(request, who, secret)
-            return web.redirect(request, who, _next(web.text(data, "next")))
-        else:
-            error = SIGN_IN_FAILED  # the attempt is already counted
-        context = {"error": error, "email": email_given, "next": web.text(data, "next")}
-        return web.render(request, who, "signin.html", context, status=400)
+        sign_in_guard = guard(request)
+        address = client_address(request)
+        try:
+            sign_in_guard.admit(address, email or email_given.lower())
+            user = await store.user_by_email(email) if email else None
+            right = await sign_in_guard.passwords.verify(
+                user.password_hash if user else None, password
+            )
+        except (TooManyAttemptsError, PasswordWorkBusyError) as exc:
+            return _refused(request, who, "signin.html", context, _retry_after(exc))
+        if not right or user is None:
+            return web.render(
+                request, who, "signin.html", {**context, "error": SIGN_IN_FAILED}, status=400
+            )
+        sign_in_guard.signed_in(address, email)
+        secret, _ = await store.open_session(user.user_id, operator=False, at=web.now())
+        await _signed_in_as(request, who, secret)
+        return web.redirect(request, who, _next(web.text(data, "next")))
 
     @router.get("/operator/signin")
     async def operator_sign_in_page(request: Request, who: web.AnyViewer) -> Response:
@@ -128,6 +150,10 @@ def auth_routes() -> APIRouter:
         data = await web.form(request, who)
         expected = web.services(request).admin_token
         given = web.text(data, "token", limit=400)
+        try:
+            guard(request).admit_operator(client_address(request))
+        except TooManyAttemptsError as exc:
+            return _refused(request, who, "operator_signin.html", {}, exc.retry_after_s)
         if not expected or not secrets.compare_digest(given.encode(), expected.encode()):
             context = {"error": "That is not the operator token."}
             return web.render(request, who, "operator_signin.html", context, status=400)
@@ -157,22 +183,24 @@ def auth_routes() -> APIRouter:
             raise web.DashboardError(400, "The operator token has no password to change.")
         current = data.get("current_password")
         new = data.get("new_password")
+        sign_in_guard = guard(request)
         try:
             # The current password is guessed no faster here than on the sign-in page.
-            if not await store.claim_sign_in_attempt(user.user_id, web.now()):
-                raise AccountError(LOCKED)
-            if not isinstance(current, str) or not await verify_password(
+            sign_in_guard.admit(client_address(request), user.email)
+            if not isinstance(current, str) or not await sign_in_guard.passwords.verify(
                 user.password_hash, current
             ):
                 raise AccountError("The current password is not right.")
-            await store.record_sign_in(user.user_id, SignInState(0, None))
             new = new if isinstance(new, str) else ""
             check_password(new, user.email)
             if new != data.get("new_password_again"):
                 raise AccountError("The two new passwords differ.")
+            new_hash = await sign_in_guard.passwords.hash(new)
         except AccountError as exc:
             return web.render(request, who, "account.html", {"error": str(exc)}, status=400)
-        await store.set_password(user.user_id, await hash_password(new))  # ends every session
+        except (TooManyAttemptsError, PasswordWorkBusyError) as exc:
+            return _refused(request, who, "account.html", {}, _retry_after(exc))
+        await store.set_password(user.user_id, new_hash)  # ends every session
         secret, _ = await store.open_session(user.user_id, operator=False, at=web.now())
         await _signed_in_as(request, who, secret)
         return web.redirect(request, who, f"{web.PREFIX}/account?done=password")

@@ -103,8 +103,7 @@ def routes() -> APIRouter:
             )
             done = "requested"
         else:
-            await approvals.withdraw_plan_changes(project_id, requester(who), web.now())
-            await web.services(request).store.schedule_plan_change(project_id, to)
+            await approvals.record_plan_change(project_id, to, requester(who), web.now())
             done = "cancelled" if to == project.plan else "scheduled"
         return web.redirect(request, who, f"{billing_url(project_id)}?done={done}")
 

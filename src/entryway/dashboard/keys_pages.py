@@ -1,6 +1,7 @@
 """API keys: the project's keys by their public prefix with their last use; create one with
 a chain set and a role (its secret shown once, with a copy button), rotate, revoke. The same
-store calls and rules as the REST API's /v1/keys: a project keeps an active admin key."""
+store calls and rules as the REST API's /v1/keys: a project keeps an active admin key. Only
+owners create or rotate admin keys."""
 
 from __future__ import annotations
 
@@ -8,11 +9,15 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from entryway.dashboard import web
+from entryway.domain.accounts import ProjectRole
 from entryway.domain.apikeys import IssuedKey, KeyEnvironment, KeyRole
 from entryway.domain.networks import NETWORKS
 from entryway.storage.apikeys import KeyInfo, LastAdminKeyError, UnknownKeyError
 
 KEY_ID_LENGTH = 8
+# An admin key changes the plan, the keys and the settings over the API: it is an owner's
+# power, which members do not have in the dashboard either.
+OWNERS_ONLY = "Only the project's owners create admin keys (and rotate them)."
 
 
 def prefix(key: KeyInfo) -> str:
@@ -57,6 +62,7 @@ def routes() -> APIRouter:
             "project_chains": sorted(page.project.chains),
             "environments": list(KeyEnvironment),
             "roles": list(KeyRole),
+            "owner": page.role is ProjectRole.OWNER,
             "created": created,
             "error": error,
             "done": request.query_params.get("done"),
@@ -82,6 +88,8 @@ def routes() -> APIRouter:
             return await _page(request, who, page, error="Choose from the lists.", status=400)
         except web.DashboardError as exc:
             return await _page(request, who, page, error=exc.message, status=400)
+        if role is KeyRole.ADMIN and page.role is not ProjectRole.OWNER:
+            return await _page(request, who, page, error=OWNERS_ONLY, status=403)
         store = web.services(request).store
         issued = await store.issue_key(project_id, environment, chains, web.now(), role=role)
         info = await store.api_keys.key(project_id, issued.key_id)
@@ -97,6 +105,8 @@ def routes() -> APIRouter:
         await web.form(request, who)
         store = web.services(request).store
         old = await _key(request, project_id, key_id)
+        if old.role is KeyRole.ADMIN and page.role is not ProjectRole.OWNER:
+            return await _page(request, who, page, error=OWNERS_ONLY, status=403)
         if old.revoked_at is not None:
             return await _page(
                 request, who, page, error="A revoked key cannot be rotated.", status=400

@@ -141,7 +141,9 @@ async def _approvals_page(request: Request, who: web.Viewer) -> Response:
     pending = await approvals.with_status(ApprovalStatus.PENDING)
     decided: list[Approval] = sorted(
         await approvals.with_status(ApprovalStatus.APPROVED, RECENT)
-        + await approvals.with_status(ApprovalStatus.REJECTED, RECENT),
+        + await approvals.with_status(ApprovalStatus.REJECTED, RECENT)
+        # An approval the project undid before it took effect: the operator sees that too.
+        + await approvals.with_status(ApprovalStatus.CANCELLED, RECENT),
         key=lambda a: a.decided_at or a.requested_at,
         reverse=True,
     )[:RECENT]

@@ -220,7 +220,7 @@ def project_routes() -> APIRouter:
         except (AccountError, ValueError) as exc:
             return await _overview(request, who, page, error=str(exc), status=400)
         token = await web.accounts(request).invite(project_id, email, role, who.user_id, web.now())
-        url = f"{request.base_url}".rstrip("/") + f"{web.PREFIX}/invitations/{token}"
+        url = f"{web.options(request).public_url}{web.PREFIX}/invitations/{token}"
         return await _overview(request, who, page, invitation=url)
 
     @router.post("/projects/{project_id}/members/{user_id}/remove")

@@ -17,6 +17,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.datastructures import FormData
 
+from entryway.dashboard.sign_in_guard import SignInLimits
 from entryway.domain.accounts import ProjectRole
 from entryway.service.services import Services
 from entryway.storage.accounts import AccountStore, Session
@@ -41,9 +42,14 @@ templates = Environment(
 @dataclass(frozen=True, slots=True)
 class DashboardOptions:
     """`secure_cookies`: the session cookie is sent over HTTPS only (browsers treat
-    http://localhost and 127.0.0.1 as secure, so this holds for a local `entryway up`)."""
+    http://localhost and 127.0.0.1 as secure, so this holds for a local `entryway up`).
+    `sign_in`: the throttles and the hashing bound of `sign_in_guard`."""
 
     secure_cookies: bool = True
+    # Where users reach the dashboard (`http.public_url`, else the address served on): the
+    # links it hands out (invitations) start with it, never with the request's Host header.
+    public_url: str = "http://127.0.0.1:8000"
+    sign_in: SignInLimits = field(default_factory=SignInLimits)
 
 
 class DashboardError(Exception):

@@ -1,18 +1,16 @@
-"""Dashboard accounts: who may sign in, how a password must look, how repeated failures
-slow an attacker down, and who may do what in a project. Pure rules, no storage."""
+"""Dashboard accounts: who may sign in, how a password must look, how long a session lasts,
+and who may do what in a project. Pure rules, no storage. (Repeated sign-in attempts are
+throttled per client address, never by locking an account: `dashboard.sign_in_guard`.)"""
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
 MIN_PASSWORD_LENGTH = 10
 MAX_PASSWORD_LENGTH = 1024  # argon2 takes any length; this bounds the work one request asks
 MAX_EMAIL_LENGTH = 320
-FREE_FAILURES = 3  # failed sign-ins before each further one locks the account for a while
-MAX_LOCK = timedelta(minutes=15)
 SESSION_IDLE = timedelta(days=7)  # a session unused this long ends
 SESSION_LIFETIME = timedelta(days=30)  # and any session ends this long after sign-in
 
@@ -47,36 +45,6 @@ def check_password(password: str, email: str) -> None:
         raise AccountError(f"Choose a password of at most {MAX_PASSWORD_LENGTH} characters.")
     if password.strip().lower() == email.strip().lower():
         raise AccountError("Choose a password other than your email address.")
-
-
-def lock_after(failures: int) -> timedelta:
-    """How long the account stays locked after its `failures`-th failed sign-in in a row:
-    nothing for the first few, then 2, 4, 8 ... seconds, at most `MAX_LOCK`."""
-    if failures <= FREE_FAILURES:
-        return timedelta(0)
-    return min(MAX_LOCK, timedelta(seconds=2 ** min(failures - FREE_FAILURES, 20)))
-
-
-@dataclass(frozen=True, slots=True)
-class SignInState:
-    """What the rules need of a user to judge a sign-in attempt."""
-
-    failed_sign_ins: int
-    locked_until: datetime | None
-
-    def locked(self, now: datetime) -> bool:
-        return self.locked_until is not None and now < self.locked_until
-
-    def after_failure(self, now: datetime) -> SignInState:
-        failures = self.failed_sign_ins + 1
-        lock = lock_after(failures)
-        return SignInState(failures, now + lock if lock else None)
-
-    def attempt(self, now: datetime) -> SignInState | None:
-        """The state to store before a password is checked: the attempt counted as a failure
-        (a success resets it afterwards), so that many attempts sent at once cannot all pass
-        the lock before the first failure is written. None while the account is locked."""
-        return None if self.locked(now) else self.after_failure(now)
 
 
 def session_expiry(created_at: datetime, last_seen_at: datetime) -> datetime:

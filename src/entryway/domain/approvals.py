@@ -21,6 +21,11 @@ class ApprovalStatus(StrEnum):
     PENDING = "pending"
     APPROVED = "approved"
     REJECTED = "rejected"
+    # An approved plan change undone, before it took effect, by a later change.
+    CANCELLED = "cancelled"
+    # A plan change that needed no approval (to FREE, or keeping the current plan), recorded
+    # with who made it: a member in the dashboard or an admin key over the API.
+    DIRECT = "direct"
 
 
 @dataclass(frozen=True, slots=True)

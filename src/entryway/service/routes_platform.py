@@ -177,8 +177,9 @@ def platform_routes() -> APIRouter:
             )
             out = ApprovalOut.of(pending).model_dump(mode="json", by_alias=True)
             return JSONResponse(out, status_code=202)
-        await approvals.withdraw_plan_changes(who.project_id, by, now)
-        project = await store.schedule_plan_change(who.project_id, body.plan)
+        # Recorded with the key that made it: the billing page shows who changed the plan.
+        await approvals.record_plan_change(who.project_id, body.plan, by, now)
+        project = await store.project(who.project_id)
         out = project_out(project).model_dump(mode="json", by_alias=True)
         return JSONResponse(out)
 

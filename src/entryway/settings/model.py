@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 from limits import parse as parse_rate
 from pydantic import (
@@ -55,6 +56,14 @@ def _address(value: str) -> str:
 class HttpSettings(Section):
     host: str = "127.0.0.1"
     port: Annotated[int, Field(ge=0, le=65_535)] = 8000
+    # The address users reach the service at (e.g. https://aa.example.com behind a proxy):
+    # links the dashboard hands out start with it. Unset: http://<host>:<port> served on.
+    public_url: str | None = None
+
+    @field_validator("public_url")
+    @classmethod
+    def _public_url(cls, value: str | None) -> str | None:
+        return None if value is None else public_url_checked(value)
 
 
 class DashboardSettings(Section):
@@ -65,6 +74,35 @@ class DashboardSettings(Section):
     # http://127.0.0.1 as secure, so a local `entryway up` works with it; turn it off only
     # behind a plain-HTTP address other than those (a test network, never production).
     secure_cookies: bool = True
+    # Attempts allowed as N/period (docs/security.md): sign-ups and sign-ins per client
+    # address, sign-ins per client address and account, operator-token sign-ins per address.
+    sign_in_per_address: str = "20/minute"
+    sign_in_per_account: str = "5/15 minutes"
+    operator_sign_in_per_address: str = "5/minute"
+    # Passwords hashed at once (each a thread busy for tens of milliseconds), and how many
+    # more may wait; the rest are answered 429 without hashing.
+    password_hashing_threads: Annotated[int, Field(ge=1, le=64)] = 1
+    password_hashing_queue: Annotated[int, Field(ge=0, le=1000)] = 8
+
+    @field_validator("sign_in_per_address", "sign_in_per_account", "operator_sign_in_per_address")
+    @classmethod
+    def _rate(cls, value: str) -> str:
+        try:
+            parse_rate(value)
+        except ValueError:
+            raise ValueError("not N/period, e.g. 20/minute or 5/15 minutes") from None
+        return value
+
+
+def public_url_checked(value: str) -> str:
+    """An http(s) origin, with a path prefix if the service is served under one; no
+    trailing slash, so that paths are appended as they are."""
+    parts = urlsplit(value.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
+        raise ValueError(
+            "not an http(s) URL without query or fragment, e.g. https://aa.example.com"
+        )
+    return value.strip().rstrip("/")
 
 
 class LimitSettings(Section):

@@ -1,5 +1,5 @@
-"""Dashboard accounts in the database: users with their password hashes and sign-in
-lockout, server-side sessions, memberships and invitation links. Passwords are hashed by the
+"""Dashboard accounts in the database: users with their password hashes, server-side
+sessions, memberships and invitation links. Passwords are hashed by the
 caller (`dashboard.passwords`); session ids and invitation tokens are kept only as SHA-256
 digests, so a copy of the database opens no browser session and no invitation."""
 
@@ -19,7 +19,6 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from entryway.domain.accounts import (
     AccountError,
     ProjectRole,
-    SignInState,
     session_expiry,
 )
 from entryway.storage.apikeys import utc
@@ -44,7 +43,6 @@ class User:
     email: str
     password_hash: str | None
     is_operator: bool
-    sign_in: SignInState
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,14 +73,7 @@ class Invitation:
 
 
 def _user(r: Any) -> User:
-    locked = utc(r.locked_until) if r.locked_until is not None else None
-    return User(
-        r.user_id,
-        r.email,
-        r.password_hash,
-        bool(r.is_operator),
-        SignInState(int(r.failed_sign_ins), locked),
-    )
+    return User(r.user_id, r.email, r.password_hash, bool(r.is_operator))
 
 
 class AccountStore:
@@ -156,39 +147,6 @@ class AccountStore:
         async with self.engine.connect() as db:
             row = (await db.execute(select(users).where(users.c.user_id == user_id))).one_or_none()
         return None if row is None else _user(row)
-
-    async def claim_sign_in_attempt(self, user_id: str, at: datetime) -> bool:
-        """Count a password attempt before the password is checked; False while the user is
-        locked out (and then nothing is counted). The count is written compare-and-set, so of
-        many attempts sent at once each counts once and those after the free ones find the
-        lock: a burst of guesses gets no more tries than a patient attacker."""
-        for _ in range(5):
-            user = await self.user(user_id)
-            after = None if user is None else user.sign_in.attempt(at)
-            if user is None or after is None:
-                return False
-            async with self.engine.begin() as db:
-                done = await db.execute(
-                    update(users)
-                    .where(
-                        users.c.user_id == user_id,
-                        users.c.failed_sign_ins == user.sign_in.failed_sign_ins,
-                    )
-                    .values(failed_sign_ins=after.failed_sign_ins, locked_until=after.locked_until)
-                )
-            if done.rowcount == 1:
-                return True
-        return False  # lost the race five times: others are guessing right now
-
-    async def record_sign_in(self, user_id: str, state: SignInState) -> None:
-        """Keep the failures counted so far and the lock they earned (zero and None after a
-        successful sign-in)."""
-        async with self.engine.begin() as db:
-            await db.execute(
-                update(users)
-                .where(users.c.user_id == user_id)
-                .values(failed_sign_ins=state.failed_sign_ins, locked_until=state.locked_until)
-            )
 
     async def set_password(self, user_id: str, password_hash: str) -> None:
         """A new password ends every session of the user but none other."""

@@ -28,7 +28,7 @@ from entryway.domain.plans import PlanName
 from entryway.errors import EntrywayError
 from entryway.storage.ledger import Ledger, utc
 from entryway.storage.schema import approvals, projects
-from entryway.storage.store import project_from_row
+from entryway.storage.store import Project, project_from_row
 
 REPLACED = "replaced by a later plan request"
 LIST_LIMIT = 200
@@ -107,6 +107,45 @@ class Approvals:
         """The project chose a plan that needs no approval: earlier paid requests lapse."""
         async with self.engine.begin() as db:
             await _close_pending_plan_changes(db, project_id, by, at)
+
+    async def record_plan_change(
+        self, project_id: str, to: PlanName, by: str, at: datetime
+    ) -> Approval:
+        """A change that needs no approval (to FREE, or back to the current plan, which
+        cancels a scheduled change), made by `by` (`user:<id>` or `key:<id>`): scheduled,
+        and kept on the project's record beside the requests, in one transaction. Pending
+        paid requests lapse, and an approved change it takes the place of before it took
+        effect is marked cancelled, so that no page goes on showing it approved."""
+        async with self.engine.begin() as db:
+            await _close_pending_plan_changes(db, project_id, by, at)
+            before = await _locked_project(db, project_id)
+            if before.next_plan is not None and before.next_plan != to:
+                await _cancel_approved(db, project_id, before.next_plan, to, at)
+            await _schedule(db, project_id, to)
+            if to == before.plan:
+                note = (
+                    f"kept {to.value}: cancelled the change to {before.next_plan.value}"
+                    if before.next_plan is not None
+                    else f"kept {to.value}"
+                )
+            else:
+                note = "from the next cycle"
+            approval_id = str(uuid.uuid4())
+            await db.execute(
+                insert(approvals).values(
+                    approval_id=approval_id,
+                    project_id=project_id,
+                    kind=ApprovalKind.PLAN_CHANGE.value,
+                    subject=to.value,
+                    requested_by=by,
+                    status=ApprovalStatus.DIRECT.value,
+                    requested_at=at,
+                    decided_at=at,
+                    decided_by=by,
+                    note=note,
+                )
+            )
+        return await self.approval(approval_id)
 
     async def approval(self, approval_id: str, project_id: str | None = None) -> Approval:
         query = select(approvals).where(approvals.c.approval_id == approval_id)
@@ -201,13 +240,46 @@ async def _close_pending_plan_changes(
     )
 
 
-async def _schedule(db: AsyncConnection, project_id: str, to: PlanName) -> None:
-    """The plan change for the next cycle, by the same rule as `Store.schedule_plan_change`,
-    inside the decision's transaction."""
+async def _locked_project(db: AsyncConnection, project_id: str) -> Project:
     query = select(projects).where(projects.c.project_id == project_id)
     if db.dialect.name == "postgresql":
         query = query.with_for_update()
-    project = project_from_row((await db.execute(query)).one())
+    return project_from_row((await db.execute(query)).one())
+
+
+async def _cancel_approved(
+    db: AsyncConnection, project_id: str, scheduled: PlanName, to: PlanName, at: datetime
+) -> None:
+    """The approved change to `scheduled`, still waiting for the next cycle, is undone."""
+    latest = (
+        await db.execute(
+            select(approvals.c.approval_id)
+            .where(
+                approvals.c.project_id == project_id,
+                approvals.c.kind == ApprovalKind.PLAN_CHANGE.value,
+                approvals.c.status == ApprovalStatus.APPROVED.value,
+                approvals.c.subject == scheduled.value,
+            )
+            .order_by(approvals.c.decided_at.desc())
+            .limit(1)
+        )
+    ).one_or_none()
+    if latest is None:
+        return
+    await db.execute(
+        update(approvals)
+        .where(approvals.c.approval_id == latest.approval_id)
+        .values(
+            status=ApprovalStatus.CANCELLED.value,
+            note=f"cancelled on {at:%Y-%m-%d %H:%M} UTC: {to.value} chosen instead",
+        )
+    )
+
+
+async def _schedule(db: AsyncConnection, project_id: str, to: PlanName) -> None:
+    """The plan change for the next cycle, by the same rule as `Store.schedule_plan_change`,
+    inside the decision's transaction."""
+    project = await _locked_project(db, project_id)
     scheduled = project.subscription.change_plan(to).next_plan
     await db.execute(
         update(projects)

@@ -39,6 +39,8 @@ users = Table(
     # by the operator API for an email nobody has signed up with yet).
     Column("password_hash", String(200), nullable=True),
     Column("is_operator", Boolean, nullable=False, server_default=false()),
+    # No longer written: sign-in attempts are throttled per client address in memory, and
+    # no account is locked (docs/security.md). Kept so that the schema needs no migration.
     Column("failed_sign_ins", Integer, nullable=False, server_default="0"),
     Column("locked_until", DateTime(timezone=True), nullable=True),
 )

@@ -1,9 +1,8 @@
-"""Dashboard accounts in a real database (SQLite and PostgreSQL): users, the sign-in lockout,
-server-side sessions, memberships and invitation links."""
+"""Dashboard accounts in a real database (SQLite and PostgreSQL): users, server-side
+sessions, memberships and invitation links."""
 
 from __future__ import annotations
 
-import asyncio
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -11,12 +10,10 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from entryway.domain.accounts import (
-    FREE_FAILURES,
     SESSION_IDLE,
     SESSION_LIFETIME,
     AccountError,
     ProjectRole,
-    SignInState,
 )
 from entryway.domain.plans import PlanName
 from entryway.storage.accounts import INVITATION_LIFETIME, AccountStore, digest
@@ -45,7 +42,7 @@ async def test_sign_up_refuses_an_email_already_known(engine: AsyncEngine) -> No
         await store.sign_up("named@example.com", HASH, NOW)
     found = await store.user_by_email("alice@example.com")
     assert found is not None and found.user_id == alice and found.password_hash == HASH
-    assert not found.is_operator and found.sign_in == SignInState(0, None)
+    assert not found.is_operator
     assert await store.user_by_email("nobody@example.com") is None
 
 
@@ -124,34 +121,6 @@ async def test_a_new_password_ends_that_users_sessions_only(engine: AsyncEngine)
     assert await store.session(operators, NOW) is not None
     found = await store.user(alice)
     assert found is not None and found.password_hash == "$argon2id$new"
-
-
-async def test_attempts_lock_the_user_after_the_free_ones(engine: AsyncEngine) -> None:
-    store = AccountStore(engine)
-    alice = await user(store, "alice")
-    for _ in range(FREE_FAILURES + 1):
-        assert await store.claim_sign_in_attempt(alice, NOW)
-    assert not await store.claim_sign_in_attempt(alice, NOW + timedelta(seconds=1))
-    found = await store.user(alice)
-    assert found is not None
-    assert found.sign_in == SignInState(FREE_FAILURES + 1, NOW + timedelta(seconds=2))
-    assert await store.claim_sign_in_attempt(alice, NOW + timedelta(seconds=2))
-    await store.record_sign_in(alice, SignInState(0, None))  # the password was right
-    found = await store.user(alice)
-    assert found is not None and found.sign_in == SignInState(0, None)
-    assert not await store.claim_sign_in_attempt("no-such-user", NOW)
-
-
-async def test_attempts_sent_at_once_each_count(engine: AsyncEngine) -> None:
-    store = AccountStore(engine)
-    alice = await user(store, "alice")
-    claimed = await asyncio.gather(*(store.claim_sign_in_attempt(alice, NOW) for _ in range(12)))
-    found = await store.user(alice)
-    assert found is not None
-    # Every attempt let through is counted; once the free ones are used, the lock holds.
-    assert found.sign_in.failed_sign_ins == sum(claimed)
-    assert sum(claimed) <= FREE_FAILURES + 1
-    assert found.sign_in.locked(NOW)
 
 
 async def test_members_and_the_last_owner(engine: AsyncEngine) -> None:
