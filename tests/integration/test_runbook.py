@@ -245,6 +245,20 @@ async def test_the_runbook_goes_from_key_files_to_a_sponsored_op_on_chain(
     assert "exit=2" in checked, checked
     assert "chains[0].paymaster: no paymaster signer key" in checked
     assert "chains[0].notary_submitter_key_file: the API and the worker need it" in checked
+    # ... and a bundler's check wants what a bundler uses: its executor keys.
+    keyless = machine.conf / "bundler-keyless.toml"
+    keyless.write_text(
+        re.sub(
+            r"(?m)^executor_key_files = .*$", "executor_key_files = []", bundler_file.read_text()
+        )
+    )
+    checked = await machine.run(
+        f"entryway config check --config {shlex.quote(str(keyless))} --for bundler || echo exit=$?"
+    )
+    assert "exit=2" in checked, checked
+    assert re.search(
+        r"chains\[0\]\.executor_key_files: chain \d+'s bundler needs at least one", checked
+    )
 
 
 def test_every_unit_leaves_the_migration_to_its_one_shot_unit() -> None:
