@@ -46,7 +46,7 @@ KINDS = {
     ("sh", "runbook-service"): "service",
     ("python", "runbook"): "python",
 }
-STEP_TIMEOUT_S = 120
+STEP_TIMEOUT_S = 180  # generous: a loaded machine starts processes slowly
 
 
 @dataclass(frozen=True)
@@ -237,8 +237,16 @@ async def test_the_runbook_goes_from_key_files_to_a_sponsored_op_on_chain(
     assert int(event["topics"][3], 16) == int(paymaster, 16)  # sponsored by our paymaster
     assert int(event["data"][66:130], 16) == 1  # its success flag, after the nonce
 
-    # The bundler's file holds no paymaster signer nor notary key: fine for a bundler only.
+    # The bundler's file holds no paymaster signer nor notary key: fine for a bundler, whose
+    # check shows the executors to fund, ...
     bundler_file = machine.conf / "bundler.toml"
+    checked = await machine.run(
+        f"entryway config check --config {shlex.quote(str(bundler_file))} --for bundler"
+    )
+    executor = Account.from_key((keys / "executor.key").read_text().strip()).address
+    assert f"executors  {executor}" in checked, checked
+    assert "redis" not in checked and checked.strip().endswith("ok"), checked
+    # ... but not for the API, which signs sponsorships and anchors notarizations.
     checked = await machine.run(
         f"entryway config check --config {shlex.quote(str(bundler_file))} --for api || echo exit=$?"
     )

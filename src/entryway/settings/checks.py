@@ -390,15 +390,20 @@ async def checked(settings: Settings, *, schema: bool = False) -> tuple[Prepared
     return result.chains
 
 
-def summary(settings: Settings) -> list[str]:
-    """What `config check` prints when all is well; secrets masked."""
-    lines = [
-        f"database   {masked_database_url(settings)}",
-        f"redis      {mask_url(settings.redis_url.get_secret_value()) if settings.redis_url else 'none (rate limits in memory)'}",  # noqa: E501
-        f"http       {settings.http.host}:{settings.http.port}",
-    ]
-    for chain in settings.chains:
+def summary(settings: Settings, *, bundler: bool = False) -> list[str]:
+    """What `config check` prints when all is well; secrets masked. A bundler's has no
+    Redis nor HTTP address (it uses neither) but each chain's executor addresses, to fund."""
+    lines = [f"database   {masked_database_url(settings)}"]
+    if not bundler:
+        lines += [
+            f"redis      {mask_url(settings.redis_url.get_secret_value()) if settings.redis_url else 'none (rate limits in memory)'}",  # noqa: E501
+            f"http       {settings.http.host}:{settings.http.port}",
+        ]
+    for index, chain in enumerate(settings.chains):
         urls = ", ".join(mask_url(u) for u in chain.urls())
         flag = "  (maintenance)" if chain.maintenance else ""
         lines.append(f"chain      {chain.chain_id} {chain.display_name}: {urls}{flag}")
+        keys = executor_keys(index, chain) if bundler else []
+        if keys and not isinstance(keys, list):
+            lines.append(f"executors  {', '.join(key.address for key in keys)}")
     return lines

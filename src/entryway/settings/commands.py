@@ -114,7 +114,7 @@ def config_check(
         problems = list(asyncio.run(preflight(settings, online=not offline)).problems)
     if problems:
         fail(problems)
-    for line in summary(settings):
+    for line in summary(settings, bundler=process is Process.BUNDLER):
         typer.echo(line)
     if not offline:  # a fresh database is fine here: `migrate` comes next
         behind = asyncio.run(schema_problems(settings))
