@@ -116,7 +116,9 @@ class Machine:
             await proc.wait()
             raise AssertionError(f"runbook step timed out:\n{body}\n{self.logs()}") from None
         text = out.decode()
-        assert proc.returncode == 0, f"runbook step failed ({proc.returncode}):\n{body}\n{text}"
+        assert proc.returncode == 0, (
+            f"runbook step failed ({proc.returncode}):\n{body}\n{text}\n{self.logs()}"
+        )
         return text
 
     async def start(self, line: str) -> None:
@@ -129,10 +131,9 @@ class Machine:
         self.services.append(proc)
 
     def logs(self) -> str:
-        return "\n".join(f"--- {p.name}\n{p.read_text()[-3000:]}" for p in self.logs_dir())
-
-    def logs_dir(self) -> list[Path]:
-        return sorted((self.root / "logs").glob("*.log"))
+        """The tail of each running process's output, for a failure's message."""
+        files = sorted((self.root / "logs").glob("*.log"))
+        return "\n".join(f"--- {path.name}\n{path.read_text()[-3000:]}" for path in files)
 
     async def fund(self) -> None:
         """What an operator does from a wallet: ether to every key the runbook made."""

@@ -107,7 +107,7 @@ def config_check(
 
     settings = settings_of(config)
     if process is Process.BUNDLER:
-        # A bundler needs its nodes to know its executors' nonces: always online.
+        # A bundler's start asks its nodes and the database, and so does its check.
         problems = asyncio.run(bundler_problems(settings))
         offline = False
     else:
