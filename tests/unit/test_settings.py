@@ -305,3 +305,44 @@ def test_the_v07_contracts_come_from_the_addresses_or_the_deploy_owner(tmp_path:
     assert any(
         p.startswith("chains[0].addresses.paymaster_v07: ") for p in problems(write(tmp_path, bad))
     )
+
+
+def test_a_bundlers_file_needs_only_the_database_nodes_and_executor_keys(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "executor.key").write_text(KEY + "\n")
+    text = f"""
+database_url = "postgresql://entryway@db:5432/entryway"
+[[chains]]
+chain_id = 84532
+rpc_urls = ["http://127.0.0.1:8545"]
+bundling = "intake"
+executor_key_files = ["{tmp_path / "executor.key"}"]
+"""
+    settings = load_settings(write(tmp_path, text))
+    (chain,) = settings.chains
+    assert chain.notary_submitter_key_file is None
+    assert chain.addresses is None and chain.deploy_owner is None
+    # The API and the worker, which sign sponsorships and anchor, are told what they lack.
+    found = read_chain_keys(0, chain, settings)
+    assert isinstance(found, list)
+    assert any(p.startswith("chains[0].paymaster: no paymaster signer key") for p in found), found
+    assert any(
+        p.startswith("chains[0].notary_submitter_key_file: the API and the worker need it")
+        for p in found
+    ), found
+    assert any(p.startswith("chains[0].deploy_owner: the API and the worker need") for p in found)
+
+
+def test_contract_addresses_and_a_deploy_owner_are_not_both_given(tmp_path: Path) -> None:
+    addresses = "[chains.addresses]\n" + "".join(
+        f'{name} = "0x{byte * 20}"\n'
+        for name, byte in (
+            ("entry_point", "a0"),
+            ("account_factory", "a1"),
+            ("paymaster", "a2"),
+            ("notary", "a3"),
+        )
+    )
+    found = problems(write(tmp_path, chain_table(tmp_path, extra=addresses)))
+    assert found == ["chains[0]: give the contract addresses or the deploy_owner, not both"]

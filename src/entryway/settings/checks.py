@@ -22,7 +22,7 @@ from sqlalchemy import text
 from entryway.chain.retry import RetryPolicy
 from entryway.chain.rpc import EthClient, JsonRpcClient
 from entryway.deploy.deployer import Deployment
-from entryway.deploy.plan import Operator, plan_deployment
+from entryway.deploy.plan import ENTRY_POINT_ADDRESS, Operator, plan_deployment
 from entryway.errors import EntrywayError
 from entryway.keys import load_key_file
 from entryway.paymaster.signer import PaymasterSigner
@@ -118,11 +118,22 @@ def read_chain_keys(index: int, chain: ChainSettings, settings: Settings) -> Cha
     except EntrywayError as exc:
         key = "paymaster_signer_key_file" if chain.paymaster_signer_key_file else "paymaster"
         problems.append(f"{where}.{key}: {exc}")
+    if chain.addresses is None and chain.deploy_owner is None:
+        problems.append(
+            f"{where}.deploy_owner: the API and the worker need the contract addresses or "
+            "the deploy_owner, one of the two"
+        )
     notary: LocalAccount | None = None
-    try:
-        notary = load_key_file(chain.notary_submitter_key_file)
-    except EntrywayError as exc:
-        problems.append(f"{where}.notary_submitter_key_file: {exc}")
+    if chain.notary_submitter_key_file is None:
+        problems.append(
+            f"{where}.notary_submitter_key_file: the API and the worker need it (a file for "
+            "`entryway bundler` alone may leave it out)"
+        )
+    else:
+        try:
+            notary = load_key_file(chain.notary_submitter_key_file)
+        except EntrywayError as exc:
+            problems.append(f"{where}.notary_submitter_key_file: {exc}")
     if chain.executor_funding_key_file is not None:  # used by the bundler process alone
         try:
             load_key_file(chain.executor_funding_key_file)
@@ -177,7 +188,7 @@ def deployment_of(chain: ChainSettings, keys: ChainKeys) -> Deployment:
             paymaster_v07=a.paymaster_v07,
             simple_account_factory_v07=a.simple_account_factory_v07,
         )
-    assert chain.deploy_owner is not None  # the model requires one of the two
+    assert chain.deploy_owner is not None  # read_chain_keys requires one of the two
     plan = plan_deployment(
         Operator(chain.deploy_owner, keys.paymaster_signer.address, keys.notary_submitter.address)
     )
@@ -264,6 +275,49 @@ async def check_contracts(index: int, chain: ChainSettings, deployment: Deployme
     return problems
 
 
+async def bundler_problems(settings: Settings) -> list[str]:
+    """What `entryway bundler --config FILE --chain N` needs, for every chain of the file:
+    executor keys, nodes answering with the chain's id, the EntryPoint it bundles for; and
+    the database. Not the paymaster signer nor the notary submitter: the API and the worker
+    use those, and a bundler's file may leave them out."""
+    problems: list[str] = []
+    if not settings.chains:
+        problems.append("chains: no chain for a bundler to bundle for")
+    for index, chain in enumerate(settings.chains):
+        keys = executor_keys(index, chain)
+        if isinstance(keys, list):
+            problems.extend(keys)
+        elif not keys:
+            problems.append(
+                f"chains[{index}].executor_key_files: chain {chain.chain_id}'s bundler needs "
+                "at least one executor key file"
+            )
+        rpc_problems = await check_rpc_urls(index, chain)
+        problems.extend(rpc_problems)
+        if not rpc_problems:
+            problems.extend(await _check_bundled_entry_point(index, chain))
+    problems.extend(await check_database(settings))
+    return problems
+
+
+async def _check_bundled_entry_point(index: int, chain: ChainSettings) -> list[str]:
+    entry_point = chain.addresses.entry_point if chain.addresses else ENTRY_POINT_ADDRESS
+    async with JsonRpcClient(
+        chain.urls(), timeout=_CHECK_TIMEOUT_S, connect_timeout=_CHECK_TIMEOUT_S
+    ) as rpc:
+        try:
+            code = await EthClient(rpc).get_code(entry_point)
+        except EntrywayError:
+            return []  # check_rpc_urls has said why
+    if code:
+        return []
+    source = "addresses.entry_point" if chain.addresses else "chain_id"
+    return [
+        f"chains[{index}].{source}: no EntryPoint at {entry_point} on chain {chain.chain_id} "
+        "(run `entryway deploy` first)"
+    ]
+
+
 async def check_database(settings: Settings) -> list[str]:
     if settings.database_url is None:
         private_directory(settings.data_dir)  # the SQLite default lives there (0700)
@@ -341,15 +395,20 @@ async def checked(settings: Settings, *, schema: bool = False) -> tuple[Prepared
     return result.chains
 
 
-def summary(settings: Settings) -> list[str]:
-    """What `config check` prints when all is well; secrets masked."""
-    lines = [
-        f"database   {masked_database_url(settings)}",
-        f"redis      {mask_url(settings.redis_url.get_secret_value()) if settings.redis_url else 'none (rate limits in memory)'}",  # noqa: E501
-        f"http       {settings.http.host}:{settings.http.port}",
-    ]
-    for chain in settings.chains:
+def summary(settings: Settings, *, bundler: bool = False) -> list[str]:
+    """What `config check` prints when all is well; secrets masked. A bundler's has no
+    Redis nor HTTP address (it uses neither) but each chain's executor addresses, to fund."""
+    lines = [f"database   {masked_database_url(settings)}"]
+    if not bundler:
+        lines += [
+            f"redis      {mask_url(settings.redis_url.get_secret_value()) if settings.redis_url else 'none (rate limits in memory)'}",  # noqa: E501
+            f"http       {settings.http.host}:{settings.http.port}",
+        ]
+    for index, chain in enumerate(settings.chains):
         urls = ", ".join(mask_url(u) for u in chain.urls())
         flag = "  (maintenance)" if chain.maintenance else ""
         lines.append(f"chain      {chain.chain_id} {chain.display_name}: {urls}{flag}")
+        keys = executor_keys(index, chain) if bundler else []
+        if keys and not isinstance(keys, list):
+            lines.append(f"executors  {', '.join(key.address for key in keys)}")
     return lines

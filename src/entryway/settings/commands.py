@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
@@ -79,24 +80,46 @@ def migrate(config: ConfigFile = None) -> None:
     typer.echo(f"schema up to date: {masked_database_url(settings)}")
 
 
+class Process(StrEnum):
+    """The process a settings file is checked for: each needs its own part of it."""
+
+    API = "api"
+    WORKER = "worker"
+    BUNDLER = "bundler"
+
+
 @config_app.command("check")
 def config_check(
     config: ConfigFile = None,
     offline: Annotated[bool, typer.Option(help="Check the file and keys only.")] = False,
+    process: Annotated[
+        Process,
+        typer.Option(
+            "--for",
+            help="The process the file is for: api and worker need the paymaster signer and "
+            "notary submitter keys; bundler needs the executor keys instead.",
+        ),
+    ] = Process.API,
 ) -> None:
-    """Check the settings as a start would: each problem on a line naming its key (exit 2),
-    else a summary with secrets masked (exit 0)."""
-    from entryway.settings.checks import preflight, schema_problems, summary
+    """Check the settings as a start of that process would: each problem on a line naming
+    its key (exit 2), else a summary with secrets masked (exit 0)."""
+    from entryway.settings.checks import bundler_problems, preflight, schema_problems, summary
 
     settings = settings_of(config)
-    result = asyncio.run(preflight(settings, online=not offline))
-    if not result.ok:
-        fail(result.problems)
-    for line in summary(settings):
+    if process is Process.BUNDLER:
+        # A bundler's start asks its nodes and the database, and so does its check.
+        problems = asyncio.run(bundler_problems(settings))
+        offline = False
+    else:
+        problems = list(asyncio.run(preflight(settings, online=not offline)).problems)
+    if problems:
+        fail(problems)
+    for line in summary(settings, bundler=process is Process.BUNDLER):
         typer.echo(line)
     if not offline:  # a fresh database is fine here: `migrate` comes next
         behind = asyncio.run(schema_problems(settings))
         typer.echo("schema     " + ("up to date" if not behind else "run `entryway migrate`"))
+    typer.echo(f"checked    for {process.value}")
     typer.echo("ok")
 
 

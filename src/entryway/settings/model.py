@@ -293,8 +293,11 @@ class ChainSettings(Section):
     executor_topup_wei: Wei = 0
     executor_funding_key_file: Path | None = None
     paymaster_signer_key_file: Path | None = None  # default: [paymaster] signer_key(_file)
-    notary_submitter_key_file: Path
-    # Where the contracts are: given, or derived from the owner `entryway deploy` used.
+    # The API and the worker need it (`config check` says so); a file for `entryway bundler`
+    # alone may leave it out, as it may the paymaster signer.
+    notary_submitter_key_file: Path | None = None
+    # Where the contracts are: given, or derived from the owner `entryway deploy` used (the
+    # API and the worker need one of the two).
     addresses: ContractAddresses | None = None
     deploy_owner: str | None = None
     fee_rules: FeeRuleSettings = Field(default_factory=FeeRuleSettings)
@@ -341,8 +344,10 @@ class ChainSettings(Section):
 
     @model_validator(mode="after")
     def _complete(self) -> ChainSettings:
-        if (self.addresses is None) == (self.deploy_owner is None):
-            raise ValueError("give the contract addresses or the deploy_owner, one of the two")
+        # Neither is fine for a bundler's file (it bundles for the canonical EntryPoint);
+        # the API and the worker are told at their start (settings.checks).
+        if self.addresses is not None and self.deploy_owner is not None:
+            raise ValueError("give the contract addresses or the deploy_owner, not both")
         if (self.executor_topup_wei > 0) != (self.executor_funding_key_file is not None):
             raise ValueError(
                 "an executor top-up needs both executor_topup_wei (over 0) and "
