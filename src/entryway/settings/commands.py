@@ -108,6 +108,8 @@ class BundlerChain:
     executor_keys: tuple[LocalAccount, ...]
     entry_point: str
     fee_rules: FeeRules
+    rpc_timeout_s: float = 5.0
+    rpc_trace_timeout_s: float = 30.0
 
 
 def bundler_chain(config: Path | None, chain_id: int) -> BundlerChain:
@@ -128,4 +130,11 @@ def bundler_chain(config: Path | None, chain_id: int) -> BundlerChain:
         fail(problems)
     register_networks([chain])  # the sanity bounds follow the chain's configured rules
     entry_point = chain.addresses.entry_point if chain.addresses else ENTRY_POINT_ADDRESS
-    return BundlerChain(tuple(chain.urls()), keys, entry_point, chain.fee_rules_resolved)
+    return BundlerChain(
+        tuple(chain.urls()),
+        keys,
+        entry_point,
+        chain.fee_rules_resolved,
+        rpc_timeout_s=chain.rpc_timeout_s,
+        rpc_trace_timeout_s=chain.rpc_trace_timeout_s,
+    )
