@@ -76,7 +76,9 @@ class JsonRpcClient:
     `timeout` bounds one exchange with one endpoint, `connect_timeout` its connect step;
     `trace_timeout` replaces `timeout` for `debug_trace*` calls, which take longer.
     `chain_id`, when known, names the chain in the lines logged when an endpoint goes down
-    and comes back (once each per outage, never with the endpoint's URL).
+    and comes back (once each per outage, never with the endpoint's URL): "endpoint #n" is
+    the n-th URL of the chain's list, counted from `first_endpoint` + 1 for a client made
+    for part of that list.
     """
 
     def __init__(
@@ -88,6 +90,7 @@ class JsonRpcClient:
         trace_timeout: float = TRACE_TIMEOUT_S,
         retry: RetryPolicy | None = None,
         chain_id: int | None = None,
+        first_endpoint: int = 0,
     ) -> None:
         urls = (url,) if isinstance(url, str) else tuple(url)
         self.retry = retry or RetryPolicy()
@@ -99,6 +102,7 @@ class JsonRpcClient:
             connect_timeout=connect_timeout,
             retry=self.retry,
             chain_id=chain_id,
+            first_index=first_endpoint,
         )
         self.urls = urls
         self.url = urls[0]  # the preferred endpoint

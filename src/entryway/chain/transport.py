@@ -72,8 +72,9 @@ class NodeTransport:
         connect_timeout: float,
         retry: RetryPolicy,
         chain_id: int | None = None,
+        first_index: int = 0,
     ) -> None:
-        self.pool = EndpointPool(urls, retry.cooldown_s)
+        self.pool = EndpointPool(urls, retry.cooldown_s, first_index=first_index)
         self.outages = NodeOutages(chain_id)
         self.retry = retry
         # A bounded connect step tells "never connected" (safe to send elsewhere) apart
