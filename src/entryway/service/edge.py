@@ -119,8 +119,9 @@ class EdgeMiddleware:
                         scope, receive_tracked, send_with_headers
                     )
                     return
-                if not started and isinstance(exc, RpcTransportError):
-                    await _node_unavailable(scope, path, exc)(
+                unanswered = _node_unanswered(exc)
+                if not started and unanswered is not None:
+                    await _node_unavailable(scope, path, unanswered)(
                         scope, receive_tracked, send_with_headers
                     )
                     return
@@ -168,6 +169,19 @@ def _unavailable(scope: Scope, path: str, request_id: str) -> Response:
         headers=retry_after,
     )
     return with_request_id(problem, scope).response(path)
+
+
+def _node_unanswered(exc: BaseException) -> RpcTransportError | None:
+    """The node's silence behind `exc`: itself, or what it was raised from (a use case may
+    wrap it in its own error)."""
+    seen: BaseException | None = exc
+    for _ in range(8):  # a short chain: this is a lookup, not a walk of arbitrary depth
+        if seen is None:
+            return None
+        if isinstance(seen, RpcTransportError):
+            return seen
+        seen = seen.__cause__
+    return None
 
 
 def _node_unavailable(scope: Scope, path: str, exc: RpcTransportError) -> Response:
