@@ -8,13 +8,24 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
 import pytest
 
+from entryway.bundler.rpc_types import user_operation_json
+from entryway.domain.plans import PlanName
+from entryway.domain.pricebook import OperationType, Quote
+from entryway.domain.userop import UserOperation
+from entryway.paymaster.costs import sponsorship_key
+from entryway.paymaster.settlement import SETTLE_TASK
+from entryway.storage.engine import make_engine
 from entryway.storage.secrets_key import SecretsKeySource
+from entryway.storage.store import Store
+from entryway.storage.tasks import TaskQueue
 from tests.integration.postgres import fresh_database
 from tests.integration.test_bundler_failover import write_config
 from tests.integration.test_config_processes import (
@@ -48,23 +59,71 @@ async def deployed(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[De
         yield d
 
 
+async def _waiting_settlement(database_url: str) -> str:
+    """A sponsorship settlement task whose op was never sent and is still valid: the worker
+    polls it (a retry every few seconds) until the op is mined or expires."""
+    engine = make_engine(database_url)
+    try:
+        store = Store(engine)
+        now = datetime.now(UTC)
+        owner = await store.create_user(f"{now.timestamp()}@example.org", now)
+        project = await store.create_project(owner, "s", PlanName.FREE, [CHAIN_ID], now)
+        op = UserOperation(
+            sender="0x" + "11" * 20, nonce=1, call_data=b"", call_gas_limit=1,
+            verification_gas_limit=1, pre_verification_gas=1, max_fee_per_gas=1,
+            max_priority_fee_per_gas=1, signature=b"",
+        )  # fmt: skip
+        quote = Quote.of(OperationType.SPONSORED_USER_OPERATION, sponsorship=100)
+        await store.ledger.hold(
+            project, sponsorship_key(CHAIN_ID, op), quote, now, chain_id=CHAIN_ID
+        )
+        payload = {
+            "projectId": project,
+            "chainId": CHAIN_ID,
+            "userOpHash": "0x" + "cd" * 32,
+            "op": user_operation_json(op),
+            "validUntil": int(time.time()) + 3600,
+        }
+        return await TaskQueue(engine).enqueue(SETTLE_TASK, payload, project_id=None)
+    finally:
+        await engine.dispose()
+
+
+async def _attempts(database_url: str, task_id: str) -> int:
+    engine = make_engine(database_url)
+    try:
+        task = await TaskQueue(engine).find(task_id)
+        return 0 if task is None else task.attempts
+    finally:
+        await engine.dispose()
+
+
 async def test_api_and_worker_of_an_intake_chain_export_no_bundling_series(
     deployed: Deployed,
 ) -> None:
+    """And the worker's retries of a settlement waiting for its op log no error."""
     async with fresh_database("metrics of intake processes") as (database_url, _):
         path = write_config(deployed, "intake-metrics", database_url, executors=False)
         code, out = await run("migrate", "--config", str(path))
         assert code == 0, out
         (deployed.root / "data").mkdir(exist_ok=True)
         SecretsKeySource().box(deployed.root / "data", create=True)  # as the API makes it
+        settle = await _waiting_settlement(database_url)
         api_port, worker_port = _free_port(), _free_port()
         api = await start_api(path, api_port)
-        worker = await asyncio.create_subprocess_exec(
-            ENTRYWAY, "worker", "--config", str(path), "--http-port", str(worker_port),
-            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
-            env=_clean_environment(),
-        )  # fmt: skip
+        worker_log = deployed.root / "intake-worker.log"
+        with worker_log.open("wb") as out_file:
+            worker = await asyncio.create_subprocess_exec(
+                ENTRYWAY, "worker", "--config", str(path), "--http-port", str(worker_port),
+                "--poll-interval", "0.2", stdout=out_file, stderr=out_file,
+                env=_clean_environment(),
+            )  # fmt: skip
         try:
+            for _ in range(300):  # SETTLE_POLL_SECONDS apart
+                if await _attempts(database_url, settle) >= 3:
+                    break
+                await asyncio.sleep(0.2)
+            assert await _attempts(database_url, settle) >= 3
             await _until_healthy(worker, f"http://127.0.0.1:{worker_port}/healthz")
             async with httpx.AsyncClient() as http:
                 for port in (api_port, worker_port):
@@ -79,6 +138,9 @@ async def test_api_and_worker_of_an_intake_chain_export_no_bundling_series(
         finally:
             await _stop(worker)
             await _stop(api)
+        logged = worker_log.read_text()
+        assert "sponsorship.settle" in logged  # the worker runs the kind
+        assert '"level": "error"' not in logged and "Traceback" not in logged, logged
 
 
 def _readme_worker_options() -> set[str]:
