@@ -403,22 +403,90 @@ def verify(
     raise typer.Exit(outcome.status)
 
 
-@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
-def worker(ctx: typer.Context) -> None:
+@app.command()
+def worker(
+    config: ConfigFile = None,
+    database_url: Annotated[
+        str | None,
+        typer.Option(
+            help="SQLAlchemy URL of the service's database (default: the settings' "
+            "database_url, else the SQLite file in --data-dir)."
+        ),
+    ] = None,
+    data_dir: Annotated[
+        Path | None,
+        typer.Option(
+            help="An `entryway up` data directory: its chains and notary key let this worker "
+            "anchor notary batches too."
+        ),
+    ] = None,
+    notary_key_file: Annotated[
+        Path | None, typer.Option(help="The notary submitter's key (default: the data dir's).")
+    ] = None,
+    concurrency: Annotated[
+        int | None, typer.Option(help="Tasks run at once (default: worker.concurrency, 4).")
+    ] = None,
+    lease_seconds: Annotated[
+        float | None,
+        typer.Option(help="How long a claimed task is held before another worker may take it."),
+    ] = None,
+    poll_interval: Annotated[
+        float | None, typer.Option(help="Seconds between looks at the queue when it is idle.")
+    ] = None,
+    shutdown_grace: Annotated[
+        float | None,
+        typer.Option(help="Seconds running tasks get to finish on SIGINT or SIGTERM."),
+    ] = None,
+    delivery_timeout: Annotated[
+        float | None, typer.Option(help="Seconds one webhook delivery may take.")
+    ] = None,
+    webhook_allow_private: Annotated[
+        bool,
+        typer.Option(
+            "--webhook-allow-private",
+            help="Deliver to private, loopback and link-local addresses too (default: the "
+            "settings' webhooks.allow_private, else public destinations only).",
+        ),
+    ] = False,
+    http_port: Annotated[
+        int | None,
+        typer.Option(
+            help="Serve /healthz, /readyz and /metrics for operators on this port (with "
+            "configured chains; default: not served)."
+        ),
+    ] = None,
+    http_host: Annotated[str, typer.Option(help="The interface of --http-port.")] = "127.0.0.1",
+) -> None:
     """Run durable tasks as their own process.
 
     With --config FILE: every task kind (webhook deliveries, notary anchoring, sponsorship
     settlement, recovery steps) for the configured chains. Without: webhook deliveries on
     --database-url (default: the settings' database_url), and notary anchoring too with
-    --data-dir (an `entryway up` data directory). Also --notary-key-file, --concurrency,
-    --lease-seconds, --poll-interval, --shutdown-grace, --delivery-timeout,
-    --webhook-allow-private, --http-port and --http-host (/healthz, /readyz, /metrics for
-    operators). `entryway up` runs one in-process unless --no-worker.
+    --data-dir (an `entryway up` data directory). `entryway up` runs one in-process unless
+    --no-worker.
     """
     from entryway.composition.worker_process import run_configured_worker
     from entryway.worker.main import main as worker_main
 
-    worker_main(ctx.args, configured=run_configured_worker)
+    given: dict[str, object | None] = {
+        "--config": config,
+        "--database-url": database_url,
+        "--data-dir": data_dir,
+        "--notary-key-file": notary_key_file,
+        "--concurrency": concurrency,
+        "--lease-seconds": lease_seconds,
+        "--poll-interval": poll_interval,
+        "--shutdown-grace": shutdown_grace,
+        "--delivery-timeout": delivery_timeout,
+        "--http-port": http_port,
+        "--http-host": http_host,
+    }
+    argv = [
+        part for name, value in given.items() if value is not None for part in (name, str(value))
+    ]
+    if webhook_allow_private:
+        argv.append("--webhook-allow-private")
+    worker_main(argv, configured=run_configured_worker)
 
 
 @app.command()

@@ -43,6 +43,7 @@ class Deployed:
     rpc_url: str
     root: Path
     keys: Path
+    node: AnvilProcess | None = None  # to stop or pause the node under the processes
 
 
 def _free_port() -> int:
@@ -96,7 +97,7 @@ async def anvil_with_entryway(root: Path, chain_id: int) -> AsyncIterator[Deploy
         )  # fmt: skip
         assert code == 0, out
         (keys / "owner").write_text(operator.address)
-        yield Deployed(node.rpc_url, root, keys)
+        yield Deployed(node.rpc_url, root, keys, node)
     finally:
         await node.stop()
 

@@ -254,8 +254,15 @@ async def test_the_bundler_watches_its_executors_and_the_leader_tops_one_up(
                 assert await eth.get_balance(executor.address) == floor // 10 + top_up
                 assert await eth.get_nonce(funder.address, "latest") == 1  # one transfer
                 async with httpx.AsyncClient(base_url=url) as http:
-                    scraped = (await http.get("/metrics")).text
-                assert sample(scraped, "entryway_executor_topups_total", chain=str(CHAIN_ID)) == 1
+                    for _ in range(50):  # counted once the leader has read the transfer mined
+                        scraped = (await http.get("/metrics")).text
+                        topups = sample(
+                            scraped, "entryway_executor_topups_total", chain=str(CHAIN_ID)
+                        )
+                        if topups:
+                            break
+                        await asyncio.sleep(0.1)
+                assert topups == 1
             finally:
                 await _stop(proc)
 

@@ -196,3 +196,22 @@ async def test_bad_arguments_fail_before_any_request(http: httpx.AsyncClient, fa
                 http=http,
             )
     assert fake.seen == []
+
+
+async def test_a_json_rpc_error_under_a_503_says_what_happened_after_the_retries(
+    http: httpx.AsyncClient, fake: Fake
+) -> None:
+    """The service's node stopped answering after its network check passed."""
+    client = await init(http)
+    unreachable = {"code": -32603, "message": "the chain's node is unreachable; try again shortly"}
+    fake.routes["eth_getUserOperationReceipt"] = lambda _: httpx.Response(
+        503,
+        json={"jsonrpc": "2.0", "id": 1, "error": unreachable},
+        headers={"Retry-After": "0"},
+    )
+    with pytest.raises(ApiError) as raised:
+        await client.rpc("eth_getUserOperationReceipt", ["0x" + "00" * 32])
+    assert raised.value.status == 503
+    assert "the chain's node is unreachable" in str(raised.value)
+    assert fake.seen.count("eth_getUserOperationReceipt") == 3  # a read: retried
+    await client.aclose()

@@ -278,7 +278,11 @@ def problem_error(status: int, body: Any, headers: Mapping[str, str] | None = No
     """The exception for one REST error answer (problem+json, or anything else)."""
     problem: Mapping[str, Any] = body if isinstance(body, Mapping) else {}
     code = str(problem.get("code") or "")
-    detail = str(problem.get("detail") or problem.get("title") or f"HTTP {status}")
+    # The JSON-RPC endpoint answers some conditions (a node or database away: 503) with a
+    # JSON-RPC error under the HTTP status: its message says what happened.
+    said = problem.get("error")
+    told = str(said.get("message") or "") if isinstance(said, Mapping) else ""
+    detail = str(problem.get("detail") or problem.get("title") or told or f"HTTP {status}")
     kw: dict[str, Any] = {
         "status": status,
         "code": code,

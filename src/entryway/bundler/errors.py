@@ -6,6 +6,7 @@ from enum import IntEnum
 from typing import Any
 
 from entryway.chain.rpc import RpcError, RpcTransportError
+from entryway.chain.transport import NODE_MALFORMED, NODE_UNREACHABLE
 from entryway.errors import EntrywayError
 
 
@@ -51,6 +52,17 @@ def node_failure(exc: RpcError | RpcTransportError) -> BundlerError:
     if isinstance(exc, RpcTransportError):
         return BundlerError(RpcErrorCode.INTERNAL_ERROR, str(exc))
     return BundlerError(RpcErrorCode.INTERNAL_ERROR, f"node error: {exc}")
+
+
+def node_unanswered(answer: dict[str, Any]) -> bool:
+    """Whether a JSON-RPC answer is the error of a node that gave no answer (down, hung or
+    garbled): worth the HTTP status that tells clients to come back (503)."""
+    error = answer.get("error")
+    return (
+        isinstance(error, dict)
+        and error.get("code") == int(RpcErrorCode.INTERNAL_ERROR)
+        and error.get("message") in (NODE_UNREACHABLE, NODE_MALFORMED)
+    )
 
 
 def invalid_params(message: str) -> BundlerError:

@@ -30,10 +30,14 @@ class EndpointPool:
         urls: Sequence[str],
         cooldown_s: float,
         clock: Callable[[], float] = time.monotonic,
+        *,
+        first_index: int = 0,
     ) -> None:
+        """`first_index`: the place of `urls[0]` in the chain's configured list, when a pool
+        holds only part of it (a start-up check of one URL), so logs number it as the rest."""
         if not urls:
             raise ValueError("a node client needs at least one RPC URL")
-        self.endpoints = tuple(Endpoint(url, i) for i, url in enumerate(urls))
+        self.endpoints = tuple(Endpoint(url, first_index + i) for i, url in enumerate(urls))
         self.cooldown_s = cooldown_s
         self._clock = clock
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Self
 
 from entryway.chain.retry import RetryPolicy
-from entryway.chain.transport import NodeTransport
+from entryway.chain.transport import NODE_MALFORMED, NodeTransport
 from entryway.chain.transport import RpcTransportError as RpcTransportError
 from entryway.domain.evm import checksum, hex_to_bytes, to_hex
 from entryway.errors import EntrywayError
@@ -18,6 +18,13 @@ from entryway.errors import EntrywayError
 JsonValue = Any
 StateOverride = Mapping[str, Mapping[str, Any]]
 log = logging.getLogger("entryway.chain")
+
+# How long one exchange with a node may take before the call counts as unanswered: short,
+# since a client waits on it (a hung node must be answered 503 within seconds, not hang
+# its callers). Traces of a whole validation take longer on a busy node: their own bound.
+RPC_TIMEOUT_S = 5.0
+TRACE_TIMEOUT_S = 30.0
+_TRACES = frozenset({"debug_traceCall", "debug_traceTransaction"})
 
 
 class RpcError(EntrywayError):
@@ -55,7 +62,7 @@ class TransactionFailedError(EntrywayError):
 
 def _malformed(detail: str) -> RpcTransportError:
     log.warning("node answered malformed JSON-RPC: %s", detail)
-    return RpcTransportError("the chain's node answered malformed JSON-RPC; try again shortly")
+    return RpcTransportError(NODE_MALFORMED)
 
 
 class JsonRpcClient:
@@ -66,36 +73,52 @@ class JsonRpcClient:
     calls are retried and how (see `RetryPolicy`): reads on its allowlist are retried with
     backoff and moved to the next endpoint; writes (`eth_sendRawTransaction`) and every
     other method go to one endpoint and are never repeated once they may have reached it.
-    `timeout` bounds one exchange with one endpoint, `connect_timeout` its connect step.
+    `timeout` bounds one exchange with one endpoint, `connect_timeout` its connect step;
+    `trace_timeout` replaces `timeout` for `debug_trace*` calls, which take longer.
     `chain_id`, when known, names the chain in the lines logged when an endpoint goes down
-    and comes back (once each per outage, never with the endpoint's URL).
+    and comes back (once each per outage, never with the endpoint's URL): "endpoint #n" is
+    the n-th URL of the chain's list, counted from `first_endpoint` + 1 for a client made
+    for part of that list.
     """
 
     def __init__(
         self,
         url: str | Sequence[str],
         *,
-        timeout: float = 30.0,
+        timeout: float = RPC_TIMEOUT_S,
         connect_timeout: float = 5.0,
+        trace_timeout: float = TRACE_TIMEOUT_S,
         retry: RetryPolicy | None = None,
         chain_id: int | None = None,
+        first_endpoint: int = 0,
     ) -> None:
         urls = (url,) if isinstance(url, str) else tuple(url)
         self.retry = retry or RetryPolicy()
+        self.timeout = timeout
+        self.trace_timeout = trace_timeout
         self._transport = NodeTransport(
             urls,
             timeout=timeout,
             connect_timeout=connect_timeout,
             retry=self.retry,
             chain_id=chain_id,
+            first_index=first_endpoint,
         )
         self.urls = urls
         self.url = urls[0]  # the preferred endpoint
         self._ids = itertools.count(1)
 
-    async def request(self, method: str, params: Sequence[JsonValue] = ()) -> JsonValue:
+    async def request(
+        self, method: str, params: Sequence[JsonValue] = (), *, deadline_s: float | None = None
+    ) -> JsonValue:
+        """`deadline_s`, when given, bounds this call's exchanges instead of the client's
+        timeout."""
         payload = {"jsonrpc": "2.0", "id": next(self._ids), "method": method, "params": params}
-        body = await self._transport.post(payload, idempotent=self.retry.is_idempotent((method,)))
+        if deadline_s is None and method in _TRACES:
+            deadline_s = self.trace_timeout
+        body = await self._transport.post(
+            payload, idempotent=self.retry.is_idempotent((method,)), deadline_s=deadline_s
+        )
         if not isinstance(body, dict):
             raise _malformed(f"{method} answered with a {type(body).__name__}")
         if "error" in body:
@@ -115,7 +138,10 @@ class JsonRpcClient:
             for i, (m, p) in enumerate(calls)
         ]
         idempotent = self.retry.is_idempotent(tuple(m for m, _ in calls))
-        answers = await self._transport.post(payload, idempotent=idempotent)
+        traced = any(m in _TRACES for m, _ in calls)
+        answers = await self._transport.post(
+            payload, idempotent=idempotent, deadline_s=self.trace_timeout if traced else None
+        )
         if isinstance(answers, dict) and "error" in answers:
             raise RpcError.from_answer(answers["error"])  # e.g. batches are not served
         if not isinstance(answers, list):
@@ -130,6 +156,11 @@ class JsonRpcClient:
                 raise RpcError.from_answer(answer["error"])
             results.append(answer.get("result"))
         return results
+
+    @property
+    def unreachable(self) -> bool:
+        """No endpoint answered its last call: the node is down (or hung) until one does."""
+        return self._transport.unreachable
 
     @property
     def failures(self) -> int:
@@ -212,8 +243,8 @@ class EthClient:
     def __init__(self, rpc: JsonRpcClient) -> None:
         self.rpc = rpc
 
-    async def chain_id(self) -> int:
-        return int(await self.rpc.request("eth_chainId"), 16)
+    async def chain_id(self, *, deadline_s: float | None = None) -> int:
+        return int(await self.rpc.request("eth_chainId", deadline_s=deadline_s), 16)
 
     async def block_number(self) -> int:
         return int(await self.rpc.request("eth_blockNumber"), 16)

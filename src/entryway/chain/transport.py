@@ -35,6 +35,7 @@ _NOT_CONNECTED = (
 
 # What a client is told when no endpoint answered: the condition, never a host or a URL.
 NODE_UNREACHABLE = "the chain's node is unreachable; try again shortly"
+NODE_MALFORMED = "the chain's node answered malformed JSON-RPC; try again shortly"
 
 
 class RpcTransportError(EntrywayError):
@@ -71,20 +72,32 @@ class NodeTransport:
         connect_timeout: float,
         retry: RetryPolicy,
         chain_id: int | None = None,
+        first_index: int = 0,
     ) -> None:
-        self.pool = EndpointPool(urls, retry.cooldown_s)
+        self.pool = EndpointPool(urls, retry.cooldown_s, first_index=first_index)
         self.outages = NodeOutages(chain_id)
         self.retry = retry
         # A bounded connect step tells "never connected" (safe to send elsewhere) apart
         # from a timeout after the request went out (maybe acted on).
-        self._timeout = aiohttp.ClientTimeout(
-            total=timeout, sock_connect=min(connect_timeout, timeout)
-        )
+        self.timeout = timeout
+        self.connect_timeout = connect_timeout
+        self._timeout = self._deadline(timeout)
         self._session: aiohttp.ClientSession | None = None  # made in the loop that uses it
         self.failures = 0  # exchanges that brought no answer, for the service's metrics
 
-    async def post(self, payload: object, *, idempotent: bool) -> Any:
+    def _deadline(self, timeout: float) -> aiohttp.ClientTimeout:
+        return aiohttp.ClientTimeout(total=timeout, sock_connect=min(self.connect_timeout, timeout))
+
+    @property
+    def unreachable(self) -> bool:
+        """Every endpoint's last exchange brought no answer (an outage not over yet)."""
+        return all(self.outages.is_down(e.index) for e in self.pool.endpoints)
+
+    async def post(
+        self, payload: object, *, idempotent: bool, deadline_s: float | None = None
+    ) -> Any:
         """The decoded JSON-RPC answer to `payload`, from the first endpoint that gives one.
+        `deadline_s`, when given, bounds each exchange instead of the transport's timeout.
 
         A call that is not `idempotent` (a write, or anything off the policy's allowlist) is
         never sent twice: it goes to the first endpoint in order, and moves to the next
@@ -94,9 +107,10 @@ class NodeTransport:
         received it: a transaction sent again elsewhere could land twice.
         """
         body = orjson.dumps(payload)
+        deadline = self._timeout if deadline_s is None else self._deadline(deadline_s)
         for endpoint in self.pool.in_order():
             try:
-                return await self._through(endpoint, body, idempotent=idempotent)
+                return await self._through(endpoint, body, deadline, idempotent=idempotent)
             except _NoAnswerError as failure:
                 self.pool.failed(endpoint)
                 self.failures += 1
@@ -107,12 +121,14 @@ class NodeTransport:
                     break
         raise RpcTransportError()
 
-    async def _through(self, endpoint: Endpoint, body: bytes, *, idempotent: bool) -> Any:
+    async def _through(
+        self, endpoint: Endpoint, body: bytes, deadline: aiohttp.ClientTimeout, *, idempotent: bool
+    ) -> Any:
         """One endpoint's turn: up to `attempts` tries, with backoff between them."""
         attempt = 1
         while True:
             try:
-                answer = await self._exchange(endpoint.url, body)
+                answer = await self._exchange(endpoint.url, body, deadline)
             except _NoAnswerError as failure:
                 if (
                     attempt >= self.retry.attempts
@@ -138,14 +154,16 @@ class NodeTransport:
             self.outages.answered(endpoint.index)
             return answer
 
-    async def _exchange(self, url: str, body: bytes) -> Any:
+    async def _exchange(self, url: str, body: bytes, deadline: aiohttp.ClientTimeout) -> Any:
         if self._session is None:
             # Idle connections are dropped before common servers drop them (uvicorn after
             # 5 s): a request written into a connection the server is closing fails.
             connector = aiohttp.TCPConnector(keepalive_timeout=KEEPALIVE_S)
             self._session = aiohttp.ClientSession(timeout=self._timeout, connector=connector)
         try:
-            async with self._session.post(url, data=body, headers=_JSON) as response:
+            async with self._session.post(
+                url, data=body, headers=_JSON, timeout=deadline
+            ) as response:
                 status, content = response.status, await response.read()
         except _NOT_CONNECTED as exc:
             raise _NoAnswerError(
@@ -156,7 +174,8 @@ class NodeTransport:
             ) from exc
         except TimeoutError as exc:
             raise _NoAnswerError("timed out", retryable=True, timed_out=True) from exc
-        except aiohttp.ClientError as exc:
+        except (aiohttp.ClientError, OSError) as exc:
+            # A bare OSError (a reset mid-write) is a dropped connection like any other.
             raise _NoAnswerError(_describe(exc), retryable=True) from exc
         return self._answer(status, content)
 

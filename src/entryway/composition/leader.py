@@ -112,7 +112,12 @@ async def _lead(
     stop: asyncio.Event,
     leadership: Leadership,
 ) -> None:
-    async with JsonRpcClient(list(chain.rpc_urls), chain_id=chain_id) as rpc:
+    async with JsonRpcClient(
+        list(chain.rpc_urls),
+        chain_id=chain_id,
+        timeout=chain.rpc_timeout_s,
+        trace_timeout=chain.rpc_trace_timeout_s,
+    ) as rpc:
         eth = EthClient(rpc)
         bundler_rpc = await build_bundler(
             eth,

@@ -188,7 +188,14 @@ async def _chain_runtime(
     stack: AsyncExitStack, chain: PreparedChain, bundler: ChainBundler
 ) -> ChainRuntime:
     urls, chain_id = chain.settings.urls(), chain.settings.chain_id
-    rpc = await stack.enter_async_context(JsonRpcClient(urls, chain_id=chain_id))
+    rpc = await stack.enter_async_context(
+        JsonRpcClient(
+            urls,
+            chain_id=chain_id,
+            timeout=chain.settings.rpc_timeout_s,
+            trace_timeout=chain.settings.rpc_trace_timeout_s,
+        )
+    )
     eth = EthClient(rpc)
     port = await bundler(stack, eth, chain)
     return ChainRuntime(chain.settings.chain_id, rpc.url, chain.deployment, port, eth)

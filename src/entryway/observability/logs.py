@@ -61,6 +61,10 @@ def configure_logging(
     root.setLevel(level.upper())
     for name, quiet in QUIET_LOGGERS.items():
         logging.getLogger(name).setLevel(quiet)
+    # A library's warning (SQLAlchemy's about a connection never given back, say) becomes a
+    # line of the same format, logger `py.warnings`, not raw text on stderr a log pipeline
+    # cannot parse.
+    logging.captureWarnings(True)
     structlog.configure(
         processors=[
             structlog.stdlib.filter_by_level,

@@ -3,7 +3,11 @@ kept for a couple of seconds.
 
 A load balancer may poll readiness every second from several places; each poll must not
 become a database query and a node call per chain. So one run serves every caller that
-arrives while it is in flight or within `cache_s` after it ended."""
+arrives while it is in flight or within `cache_s` after it ended.
+
+A check that fails is logged when it starts failing (a warning with its detail) and when it
+passes again (info), not at each poll: an outage of minutes would otherwise be hundreds of
+the same line."""
 
 from __future__ import annotations
 
@@ -67,6 +71,8 @@ class Readiness:
         self._clock = clock
         self._last: ReadinessReport | None = None
         self._running: asyncio.Task[ReadinessReport] | None = None
+        self._failing: set[str] = set()  # checks failing at the last run
+        self._reasons: dict[str, str] = {}  # an unexpected error's masked text, for the log
 
     async def report(self) -> ReadinessReport:
         last = self._last
@@ -80,8 +86,23 @@ class Readiness:
     async def _run(self) -> ReadinessReport:
         checks = dict(self._checks())
         results = await asyncio.gather(*(self._one(n, c) for n, c in checks.items()))
+        self._log_changes(results)
         self._last = ReadinessReport(tuple(results), self._clock())
         return self._last
+
+    def _log_changes(self, results: list[CheckResult]) -> None:
+        for result in results:
+            reason = self._reasons.pop(result.name, result.detail)
+            if not result.ok and result.name not in self._failing:
+                self._failing.add(result.name)
+                log.warning(
+                    "readiness check %s failing: %s; logged again when it passes",
+                    result.name,
+                    reason,
+                )
+            elif result.ok and result.name in self._failing:
+                self._failing.discard(result.name)
+                log.info("readiness check %s passing again", result.name)
 
     async def _one(self, name: str, check: Check) -> CheckResult:
         started = self._clock()
@@ -94,7 +115,8 @@ class Readiness:
         except Exception as exc:
             # The exception's text may hold a URL or a driver's connection string: the type
             # alone goes out; the log gets the masked text.
-            log.warning("readiness check %s failed: %s", name, mask_secrets(repr(exc)))
+            self._reasons[name] = mask_secrets(repr(exc))
+            log.debug("readiness check %s failed: %s", name, self._reasons[name])
             return self._failed(name, f"failed ({type(exc).__name__})", started)
         return CheckResult(name, True, mask_secrets(detail), self._clock() - started)
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from entryway import contracts
 from entryway.bundler.port import Receipt
-from entryway.chain.rpc import EthClient
+from entryway.chain.rpc import EthClient, RpcError, RpcTransportError
 from entryway.domain.evm import hex_to_bytes, to_hex
 from entryway.paymaster.ports import ENTRYWAY, EXTERNAL, EventCursor, SignatureBook
 from entryway.paymaster.settlement import SponsoredOp
@@ -195,12 +195,21 @@ class PaymasterEventFollower:
         while True:
             try:
                 charged = await self.step()
-            except Exception:
+            except (RpcError, RpcTransportError) as exc:
+                # The node's outage is the node client's to log; this says what waits on it.
                 if not self._failing:
                     log.warning(
-                        "chain %d: reading our paymaster's events failed; retrying",
+                        "chain %d: our paymaster's events wait for the node (%s); retrying",
                         self.chain_id,
-                        exc_info=True,
+                        exc,
+                    )
+                self._failing = True
+                await asyncio.sleep(self.poll_s)
+                continue
+            except Exception:
+                if not self._failing:
+                    log.exception(
+                        "chain %d: reading our paymaster's events failed; retrying", self.chain_id
                     )
                 self._failing = True
                 await asyncio.sleep(self.poll_s)

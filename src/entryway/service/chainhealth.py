@@ -5,13 +5,15 @@ node."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 from dataclasses import dataclass
 
 from entryway.chain.rpc import EthClient, RpcError, RpcTransportError
 
 HEALTHY_FOR_SECONDS = 5.0
+# A failed probe is kept too, briefly: while a node hangs, each request would otherwise wait
+# out a probe of its own before its 503.
+UNHEALTHY_FOR_SECONDS = 2.0
 PROBE_TIMEOUT_SECONDS = 3.0
 
 
@@ -35,6 +37,7 @@ class NetworkStatus:
 class ChainHealth:
     def __init__(self) -> None:
         self._healthy_until: dict[int, float] = {}
+        self._unhealthy_until: dict[int, float] = {}
 
     async def status(
         self, chain_id: int, eth: EthClient, *, maintenance: bool, reason: str = ""
@@ -43,11 +46,22 @@ class ChainHealth:
         if maintenance:
             self._healthy_until.pop(chain_id, None)
             return _status(chain_id, reachable=True, maintenance=True, answered=None, reason=reason)
-        if self._healthy_until.get(chain_id, 0.0) > time.monotonic():
+        # A passing probe is trusted only while the node client has not seen the node stop
+        # answering since: the first call that failed ends it, so the next request is
+        # answered 503 here rather than failing deeper in.
+        fresh = self._healthy_until.get(chain_id, 0.0) > time.monotonic()
+        if fresh and not eth.rpc.unreachable:
             return _status(chain_id, reachable=True, maintenance=False, answered=chain_id)
+        self._healthy_until.pop(chain_id, None)
+        if self._unhealthy_until.get(chain_id, 0.0) > time.monotonic():
+            return _status(chain_id, reachable=False, maintenance=False, answered=None)
         try:
-            answered = await asyncio.wait_for(eth.chain_id(), PROBE_TIMEOUT_SECONDS)
+            # The client's own deadline, not a cancellation: a probe that times out is an
+            # unanswered call the client logs (once per outage) like any other.
+            timeout = min(PROBE_TIMEOUT_SECONDS, eth.rpc.timeout)
+            answered = await eth.chain_id(deadline_s=timeout)
         except (TimeoutError, RpcTransportError, RpcError, OSError, ValueError):
+            self._unhealthy_until[chain_id] = time.monotonic() + UNHEALTHY_FOR_SECONDS
             return _status(chain_id, reachable=False, maintenance=False, answered=None)
         status = _status(chain_id, reachable=True, maintenance=False, answered=answered)
         if status.ok:

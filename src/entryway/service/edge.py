@@ -1,6 +1,7 @@
 """The outermost layer of the HTTP service: every request gets an id, every response the
 security headers, and every unhandled exception becomes one logged 500 problem, except a
-database that cannot be reached: 503 `service_unavailable` with Retry-After.
+database that cannot be reached (503 `service_unavailable` with Retry-After) and a chain's
+node that gave no answer (503 `network_connection_problem` with Retry-After).
 
 Why a pure ASGI middleware rather than `app.exception_handler(Exception)`: Starlette runs
 that handler inside its ServerErrorMiddleware, which answers and then re-raises so that the
@@ -28,7 +29,10 @@ from starlette.datastructures import Headers, MutableHeaders
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from entryway.bundler.errors import RpcErrorCode
+from entryway.chain.transport import RpcTransportError
 from entryway.observability.logs import bind_request
+from entryway.service.chain_access import NODE_RETRY_AFTER_S
 from entryway.service.problems import Problem
 from entryway.service.security_headers import security_headers
 from entryway.storage.outage import database_unavailable
@@ -115,6 +119,12 @@ class EdgeMiddleware:
                         scope, receive_tracked, send_with_headers
                     )
                     return
+                unanswered = _node_unanswered(exc)
+                if not started and unanswered is not None:
+                    await _node_unavailable(scope, path, unanswered)(
+                        scope, receive_tracked, send_with_headers
+                    )
+                    return
                 log.error(
                     "request %s failed: %s %s",
                     request_id,
@@ -156,6 +166,39 @@ def _unavailable(scope: Scope, path: str, request_id: str) -> Response:
         "service_unavailable",
         "Service unavailable",
         "the service's database cannot be reached; retry shortly",
+        headers=retry_after,
+    )
+    return with_request_id(problem, scope).response(path)
+
+
+def _node_unanswered(exc: BaseException) -> RpcTransportError | None:
+    """The node's silence behind `exc`: itself, or what it was raised from (a use case may
+    wrap it in its own error)."""
+    seen: BaseException | None = exc
+    for _ in range(8):  # a short chain: this is a lookup, not a walk of arbitrary depth
+        if seen is None:
+            return None
+        if isinstance(seen, RpcTransportError):
+            return seen
+        seen = seen.__cause__
+    return None
+
+
+def _node_unavailable(scope: Scope, path: str, exc: RpcTransportError) -> Response:
+    """503 for a request a chain's node gave no answer to, whichever route made the call:
+    the node client has logged the outage once, so nothing more is logged here. The message
+    is the transport's (the condition, never a host or URL)."""
+    retry_after = {"Retry-After": str(NODE_RETRY_AFTER_S)}
+    if path.startswith("/rpc/"):
+        error = {"code": int(RpcErrorCode.INTERNAL_ERROR), "message": str(exc)}
+        body = {"jsonrpc": "2.0", "id": None, "error": error}
+        return JSONResponse(body, status_code=503, headers=retry_after)
+    problem = Problem(
+        503,
+        "network_connection_problem",
+        "Network connection problem",
+        str(exc),
+        checks=[{"check": "rpc_reachable", "passed": False, "detail": str(exc)}],
         headers=retry_after,
     )
     return with_request_id(problem, scope).response(path)

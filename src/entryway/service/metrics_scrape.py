@@ -4,7 +4,9 @@ paymaster deposits last read (a paymaster per EntryPoint release), the credits t
 charged, and the task queue.
 
 `bundler_families` and `task_families` serve the other processes too: the bundler leader
-of a chain bundled from the intake, the task workers (`composition.process_http`)."""
+of a chain bundled from the intake, the task workers (`composition.process_http`). The
+bundling series of a chain come only from a process that bundles it: an API or worker in
+front of the intake exports its node failures, not an idle mempool's zeros."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from datetime import UTC, datetime
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 from sqlalchemy.exc import SQLAlchemyError
 
+from entryway.bundler.intake import IntakeBundler
 from entryway.bundler.service import Bundler
 from entryway.chain.rpc import EthClient
 from entryway.service.services import Services
@@ -26,10 +29,12 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class ChainBundler:
-    """A chain's bundler and the node client whose failures are the chain's."""
+    """A chain's bundler and the node client whose failures are the chain's. `bundler` is
+    None where the chain is bundled elsewhere (from the intake, by its leader process):
+    only the node client is counted here, the bundling series being the leader's."""
 
     chain_id: int
-    bundler: Bundler
+    bundler: Bundler | None
     eth: EthClient
 
 
@@ -57,7 +62,7 @@ async def scraped_families(services: Services) -> list[Metric]:
 
 def _chain_families(services: Services) -> list[Metric]:
     families = bundler_families(
-        ChainBundler(chain_id, chain.rpc.bundler, chain.eth)
+        ChainBundler(chain_id, _bundling_here(chain.rpc.bundler), chain.eth)
         for chain_id, chain in sorted(services.chains.items())
     )
     deposit = GaugeMetricFamily(
@@ -73,9 +78,16 @@ def _chain_families(services: Services) -> list[Metric]:
     return [*families, deposit]
 
 
+def _bundling_here(bundler: Bundler) -> Bundler | None:
+    """The chain's bundler if it bundles in this process; None for one that only validates
+    ops for the intake (its mempool stays empty, its counts at zero: series that would
+    read as a bundler that does nothing)."""
+    return None if isinstance(bundler, IntakeBundler) else bundler
+
+
 def bundler_families(chains: Iterable[ChainBundler]) -> list[Metric]:
     """Each chain's mempool, bundles, ops and node failures, as its bundlers (one per
-    EntryPoint) counted them."""
+    EntryPoint) counted them; only node failures for a chain bundled elsewhere."""
     mempool = GaugeMetricFamily(
         "entryway_mempool_ops", "UserOperations waiting in the mempool.", labels=("chain",)
     )
@@ -103,6 +115,9 @@ def bundler_families(chains: Iterable[ChainBundler]) -> list[Metric]:
     )
     for chain in chains:
         label = str(chain.chain_id)
+        node.add_metric((label,), chain.eth.rpc.failures)
+        if chain.bundler is None:
+            continue
         # The chain's EntryPoints' bundlers together (they share the chain's bundling loop).
         group = chain.bundler.auto.group
         counts = [b.counts for b in group]
@@ -112,8 +127,8 @@ def bundler_families(chains: Iterable[ChainBundler]) -> list[Metric]:
         included.add_metric((label, "succeeded"), sum(c.ops_included for c in counts))
         included.add_metric((label, "reverted"), sum(c.ops_reverted for c in counts))
         dropped.add_metric((label,), sum(c.ops_dropped for c in counts))
-        node.add_metric((label,), chain.eth.rpc.failures)
-    return [mempool, bundles, gas, included, dropped, node]
+    bundling = [mempool, bundles, gas, included, dropped]
+    return [*(f for f in bundling if f.samples), node]
 
 
 async def task_families(queue: TaskQueue) -> list[Metric]:

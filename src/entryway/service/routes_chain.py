@@ -12,8 +12,9 @@ from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BeforeValidator
 
-from entryway.bundler.errors import BundlerError, RpcErrorCode
+from entryway.bundler.errors import BundlerError, RpcErrorCode, node_failure, node_unanswered
 from entryway.bundler.rpc_batch import batch_refusal, run_batch
+from entryway.chain.rpc import RpcTransportError
 from entryway.domain.evm import checksum, to_hex
 from entryway.domain.networks import NETWORKS
 from entryway.domain.userop import UserOperation
@@ -21,7 +22,7 @@ from entryway.paymaster.erc7677 import PaymasterCaller, PaymasterRpc
 from entryway.paymaster.ports import ENTRYWAY
 from entryway.paymaster.relay_accounting import RelayAccounting, op_usage_key
 from entryway.service.auth import CurrentCaller
-from entryway.service.chain_access import ChainGate
+from entryway.service.chain_access import NODE_RETRY_AFTER_S, ChainGate
 from entryway.service.edge import REQUEST_ID_HEADER, request_id_of
 from entryway.service.limits import RequestLimits
 from entryway.service.problems import Problem
@@ -171,7 +172,14 @@ def chain_routes(prefixes: tuple[str, ...]) -> APIRouter:
             return JSONResponse({"jsonrpc": "2.0", "id": None, "error": error})
         if not isinstance(payload, list):
             answer = await _one(request, who, chain, payload)
-            return JSONResponse(answer) if answer is not None else Response(status_code=204)
+            if answer is None:
+                return Response(status_code=204)
+            if node_unanswered(answer):
+                # The node failed after the network check passed: the same 503 and
+                # Retry-After as a failed check, so clients back off the same way.
+                retry = {"Retry-After": str(NODE_RETRY_AFTER_S)}
+                return JSONResponse(answer, status_code=503, headers=retry)
+            return JSONResponse(answer)
         limits: RequestLimits = request.app.state.limits
         refusal = batch_refusal(payload, limits.max_rpc_batch)
         if refusal is not None:
@@ -221,6 +229,11 @@ async def _one(
     with Retry-After (service/edge.py), which clients retry; sending it again is safe."""
     try:
         return await _dispatch(request, who, chain, payload)
+    except RpcTransportError as exc:
+        # The node client logged the outage once; the call is told so, without a traceback.
+        if not isinstance(payload, dict) or "id" not in payload:
+            return None
+        return {"jsonrpc": "2.0", "id": payload["id"], "error": node_failure(exc).to_rpc()}
     except Exception as exc:
         if database_unavailable(exc):
             raise

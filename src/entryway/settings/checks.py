@@ -225,12 +225,21 @@ async def check_rpc_urls(index: int, chain: ChainSettings) -> list[str]:
         where = f"chains[{index}].rpc_urls[{n}]"
         shown = mask_url(url)
         try:
+            # Numbered and named as the running processes' node clients will log it.
             async with JsonRpcClient(
-                url, timeout=_CHECK_TIMEOUT_S, connect_timeout=_CHECK_TIMEOUT_S, retry=_CHECK_RETRY
+                url,
+                timeout=_CHECK_TIMEOUT_S,
+                connect_timeout=_CHECK_TIMEOUT_S,
+                retry=_CHECK_RETRY,
+                chain_id=chain.chain_id,
+                first_endpoint=n,
             ) as rpc:
                 answered = await EthClient(rpc).chain_id()
         except (EntrywayError, OSError, ValueError):
-            silent.append(f"{where}: {shown} (chain {chain.chain_id}) does not answer eth_chainId")
+            silent.append(
+                f"{where}: {shown} (chain {chain.chain_id}, endpoint #{n + 1}) does not "
+                "answer eth_chainId"
+            )
             continue
         if answered != chain.chain_id:
             wrong.append(

@@ -135,6 +135,8 @@ class BundlerChain:
     executor_min_balance_wei: int = 10**16
     executor_topup_wei: int = 0
     executor_funding_key: LocalAccount | None = None
+    rpc_timeout_s: float = 5.0
+    rpc_trace_timeout_s: float = 30.0
 
 
 def bundler_chain(config: Path | None, chain_id: int) -> BundlerChain:
@@ -181,4 +183,6 @@ def bundler_chain(config: Path | None, chain_id: int) -> BundlerChain:
         executor_min_balance_wei=settings.readiness.executor_min_wei if floor is None else floor,
         executor_topup_wei=chain.executor_topup_wei,
         executor_funding_key=funding,
+        rpc_timeout_s=chain.rpc_timeout_s,
+        rpc_trace_timeout_s=chain.rpc_trace_timeout_s,
     )

@@ -281,6 +281,10 @@ class ChainSettings(Section):
 
     chain_id: PositiveInt
     rpc_urls: Annotated[list[SecretStr], Field(min_length=1)]  # failover, in this order
+    # Seconds one node call may take before it counts as unanswered (a hung node is then
+    # answered 503); debug_trace* calls of op validation have their own, longer bound.
+    rpc_timeout_s: Annotated[float, Field(gt=0, le=300)] = 5.0
+    rpc_trace_timeout_s: Annotated[float, Field(gt=0, le=600)] = 30.0
     # How ops reach the chain: "in_process", a bundler in every serving process with the
     # executor keys; "intake", written to the database for the elected `entryway bundler
     # --chain N` leader (docs/deploy.md), the API then needing no executor key.

@@ -19,6 +19,7 @@ from entryway.storage.ledger import UsageStatus, utc
 from entryway.storage.schema import request_counts, usage_events
 
 GROUPINGS = ("operation", "key", "endpoint", "chain", "day", "week", "month")
+EXPORT_PAGE = 1_000  # usage events read per query of an export
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,35 +90,38 @@ class UsageQueries:
     async def events(
         self, project_id: str, since: datetime, until: datetime
     ) -> AsyncIterator[UsageEvent]:
-        """Events in [since, until), oldest first, streamed."""
-        query = (
-            select(usage_events)
-            .where(
-                usage_events.c.project_id == project_id,
-                usage_events.c.created_at >= since,
-                usage_events.c.created_at < until,
-            )
-            .order_by(usage_events.c.created_at, usage_events.c.event_id)
-        )
-        async with self.engine.connect() as db:
-            result = await db.stream(query)
-            async for r in result:
-                included = _included(r.breakdown)
-                yield UsageEvent(
-                    r.event_id,
-                    utc(r.created_at),
-                    r.operation,
-                    int(r.credits),
-                    int(r.overage),
-                    r.status,
-                    r.key_id,
-                    r.endpoint,
-                    r.chain_id,
-                    r.subject,
-                    r.idempotency_key,
-                    included.get("l1_fee_wei"),
-                    included.get("l1_fee_credits"),
+        """Events in [since, until), oldest first, streamed page by page.
+
+        Each page is read on a connection given back before its events are yielded: the
+        consumer is an HTTP client that may read slowly or go away mid-export, and a stream
+        abandoned while holding a connection would keep it out of the pool (SQLite has one)
+        until the garbage collector found it."""
+        after: tuple[datetime, str] | None = None
+        while True:
+            query = (
+                select(usage_events)
+                .where(
+                    usage_events.c.project_id == project_id,
+                    usage_events.c.created_at >= since,
+                    usage_events.c.created_at < until,
                 )
+                .order_by(usage_events.c.created_at, usage_events.c.event_id)
+                .limit(EXPORT_PAGE)
+            )
+            if after is not None:
+                # Keyset paging on the order's own columns: stable while events are added.
+                at, event_id = after
+                query = query.where(
+                    (usage_events.c.created_at > at)
+                    | ((usage_events.c.created_at == at) & (usage_events.c.event_id > event_id))
+                )
+            async with self.engine.connect() as db:
+                page = (await db.execute(query)).all()
+            for r in page:
+                yield _usage_event(r)
+            if len(page) < EXPORT_PAGE:
+                return
+            after = (page[-1].created_at, page[-1].event_id)
 
     async def used_since(self, project_id: str, since: datetime) -> int:
         """Credits charged since `since` (released holds count nothing)."""
@@ -199,3 +203,22 @@ class UsageQueries:
                     },
                 )
                 await db.execute(stmt)
+
+
+def _usage_event(r: Any) -> UsageEvent:
+    included = _included(r.breakdown)
+    return UsageEvent(
+        r.event_id,
+        utc(r.created_at),
+        r.operation,
+        int(r.credits),
+        int(r.overage),
+        r.status,
+        r.key_id,
+        r.endpoint,
+        r.chain_id,
+        r.subject,
+        r.idempotency_key,
+        included.get("l1_fee_wei"),
+        included.get("l1_fee_credits"),
+    )

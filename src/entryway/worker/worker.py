@@ -110,8 +110,12 @@ class Worker:
                 await asyncio.shield(self.queue.release(task.task_id, self.worker_id))
             raise
         except RetryTaskError as exc:
+            # A task waiting on something (an op not mined yet) takes this path every few
+            # seconds: routine, so debug and no traceback; what is wrong is logged elsewhere.
+            log.debug("task %s (%s) retries in %g s: %s", task.task_id, task.kind, exc.delay, exc)
             await self.queue.fail(task.task_id, self.worker_id, str(exc), retry_in=exc.delay)
         except PermanentTaskError as exc:
+            log.warning("task %s (%s) given up: %s", task.task_id, task.kind, exc)
             await self.queue.fail(task.task_id, self.worker_id, str(exc), permanent=True)
         except Exception as exc:
             log.exception("task %s (%s) failed", task.task_id, task.kind)

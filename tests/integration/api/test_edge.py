@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 from collections.abc import AsyncIterator
+from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
@@ -39,7 +40,9 @@ class RecordingBundler:
 
 
 class AnsweringNode:
-    async def chain_id(self) -> int:
+    rpc = SimpleNamespace(unreachable=False, timeout=5.0)  # never down, as the gate sees it
+
+    async def chain_id(self, *, deadline_s: float | None = None) -> int:
         return CHAIN
 
 

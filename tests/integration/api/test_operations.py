@@ -20,11 +20,8 @@ FAMILIES = {
     "entryway_http_requests",
     "entryway_http_request_duration_seconds",
     "entryway_webhook_delivery_failures",
-    "entryway_mempool_ops",
-    "entryway_bundles_sent",
-    "entryway_bundle_gas_used",
-    "entryway_userops_included",
-    "entryway_userops_dropped",
+    # The bundling series (entryway_mempool_ops, ...) come only from a process with a
+    # bundler running: this one serves no chain (tests/integration/test_process_observability.py).
     "entryway_node_rpc_failures",
     "entryway_paymaster_deposit_wei",
     "entryway_credits_charged",

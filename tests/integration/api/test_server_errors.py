@@ -14,7 +14,10 @@ import pytest
 import uvicorn
 from fastapi import Request
 
+from entryway.chain.transport import NODE_UNREACHABLE, RpcTransportError
+from entryway.errors import EntrywayError
 from entryway.service.app import create_app
+from entryway.service.chain_access import NODE_RETRY_AFTER_S
 from entryway.service.services import Services
 
 
@@ -26,6 +29,17 @@ async def server() -> AsyncIterator[str]:
     @app.get("/test/fails")
     async def fails() -> None:
         raise RuntimeError("something the code did not expect")
+
+    @app.get("/test/node-gone")
+    async def node_gone() -> None:
+        raise RpcTransportError()  # a read of the chain the node did not answer
+
+    @app.get("/test/node-gone-wrapped")
+    async def node_gone_wrapped() -> None:
+        try:
+            raise RpcTransportError()
+        except RpcTransportError as exc:
+            raise EntrywayError("the use case's own words") from exc
 
     @app.get("/test/peer")
     async def peer(request: Request) -> dict[str, int]:
@@ -78,3 +92,21 @@ async def test_an_unhandled_error_is_one_logged_500_and_the_connection_serves_on
     assert len(errors) == 1, [r.getMessage() for r in errors]
     assert "req-500-a" in errors[0].getMessage()
     assert errors[0].exc_info is not None and "did not expect" in str(errors[0].exc_info[1])
+
+
+async def test_a_node_that_gave_no_answer_is_a_503_with_retry_after_not_a_500(
+    server: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Whichever route met the node's silence, and whether or not it wrapped it."""
+    async with httpx.AsyncClient(base_url=server) as http:
+        with caplog.at_level(logging.INFO):
+            answers = [await http.get(p) for p in ("/test/node-gone", "/test/node-gone-wrapped")]
+    for answer in answers:
+        assert answer.status_code == 503, answer.text
+        assert answer.headers["Retry-After"] == str(NODE_RETRY_AFTER_S)
+        assert answer.headers["content-type"] == "application/problem+json"
+        body = answer.json()
+        assert body["code"] == "network_connection_problem", body
+        assert body["detail"] == NODE_UNREACHABLE and "requestId" in body
+    # The node client logs the outage once; the answers add no error line of their own.
+    assert [r for r in caplog.records if r.levelno >= logging.ERROR] == []

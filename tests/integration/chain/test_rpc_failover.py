@@ -234,3 +234,21 @@ async def test_one_dead_endpoint_raises_a_transport_error() -> None:
         with pytest.raises(RpcTransportError) as e:
             await EthClient(rpc).block_number()
     assert str(e.value) == NODE_UNREACHABLE
+
+
+async def slow(node: FakeNode, payload: Any) -> web.Response:
+    await asyncio.sleep(0.5)  # past the client's timeout, within its trace timeout
+    return await answers(node, payload)
+
+
+async def test_a_call_gives_up_at_the_timeout_and_a_trace_at_the_trace_timeout() -> None:
+    async with (
+        running(slow) as [node],
+        JsonRpcClient(node.url, timeout=0.2, trace_timeout=3.0, retry=FAST) as rpc,
+    ):
+        with pytest.raises(RpcTransportError):
+            await rpc.request("eth_blockNumber")
+        assert rpc.unreachable  # the gate of the API asks the node again before trusting it
+        assert await rpc.request("debug_traceCall", [{}, "latest", {}]) == "0x1"
+        assert not rpc.unreachable
+        assert await rpc.request("eth_blockNumber", deadline_s=3.0) == "0x1"  # a call's own

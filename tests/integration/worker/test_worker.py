@@ -4,8 +4,10 @@ runs, a handler cancelled when its lease is taken, and a graceful stop."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
+import pytest
 from sqlalchemy import update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -160,3 +162,45 @@ async def test_stopping_lets_short_tasks_finish_and_gives_long_ones_back(
 
 async def _state_is(queue: TaskQueue, task_id: str, state: TaskState) -> bool:
     return (await state_of(queue, task_id)).state is state
+
+
+async def test_a_task_waiting_to_be_retried_is_logged_at_debug_without_a_traceback(
+    engine: AsyncEngine, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A settlement polls until its op is mined: each poll is a retry, the normal path."""
+    attempts = 0
+
+    async def settle(task: Task) -> str:
+        nonlocal attempts
+        attempts += 1
+        if attempts < 4:
+            raise RetryTaskError("not mined yet", delay=0.01)
+        return "settled"
+
+    async def broken(task: Task) -> None:
+        raise RuntimeError("a fault of ours")
+
+    caplog.set_level(logging.DEBUG, logger="entryway.worker")
+    worker = worker_with(engine, {"sponsorship.settle": settle, "broken": broken})
+    settle_id = await worker.queue.enqueue("sponsorship.settle", {}, project_id=None)
+    broken_id = await worker.queue.enqueue("broken", {}, project_id=None)
+    run = asyncio.create_task(worker.run())
+    await until(lambda: _done(worker.queue, settle_id))
+    await until(lambda: _attempted(worker.queue, broken_id))
+    worker.stop()
+    await run
+
+    retries = [r for r in caplog.records if "not mined yet" in r.getMessage()]
+    assert len(retries) == 3, [r.getMessage() for r in caplog.records]
+    assert all(r.levelno == logging.DEBUG and r.exc_info is None for r in retries)
+    faults = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert faults, "a real failure is logged"
+    assert all(r.exc_info is not None and broken_id in r.getMessage() for r in faults)
+
+
+async def _done(queue: TaskQueue, task_id: str) -> bool:
+    return (await state_of(queue, task_id)).state is TaskState.SUCCEEDED
+
+
+async def _attempted(queue: TaskQueue, task_id: str) -> bool:
+    return (await state_of(queue, task_id)).attempts >= 1

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -32,6 +33,7 @@ def json_lines() -> Iterator[io.StringIO]:
     finally:
         root.removeHandler(handler)
         root.setLevel(level)
+        logging.captureWarnings(False)
         structlog.reset_defaults()
 
 
@@ -91,3 +93,20 @@ async def test_an_unhandled_error_is_one_json_line_naming_the_request(
     assert errors[0]["request_id"] == "req-500-json"
     assert "RuntimeError: the code did not expect key ew_test_" in errors[0]["exception"]
     assert secret not in json_lines.getvalue()
+
+
+def test_a_library_warning_comes_out_as_a_structured_line(json_lines: io.StringIO) -> None:
+    # configure_logging routed warnings to logging (pytest records them its own way meanwhile)
+    assert logging._warnings_showwarning is not None  # type: ignore[attr-defined]
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.showwarning = logging_showwarning()  # as configure_logging left it
+        warnings.warn("a connection was never checked in", RuntimeWarning, stacklevel=1)
+    [line] = [e for e in lines(json_lines) if e["logger"] == "py.warnings"]
+    assert line["level"] == "warning"
+    assert "RuntimeWarning: a connection was never checked in" in line["event"]
+
+
+def logging_showwarning() -> Any:
+    """The hook `logging.captureWarnings(True)` installs (pytest swaps its own in per test)."""
+    return logging._showwarning  # type: ignore[attr-defined]

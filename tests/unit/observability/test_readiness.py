@@ -5,8 +5,11 @@ tests/integration/test_readiness_anvil.py holds the same against a real node.)""
 from __future__ import annotations
 
 import asyncio
+import logging
 from types import SimpleNamespace
 from typing import Any, cast
+
+import pytest
 
 from entryway.observability.readiness import NotReadyError, Readiness
 from entryway.service.readiness_checks import ReadinessSettings, service_checks
@@ -104,3 +107,48 @@ async def test_a_node_serving_another_chain_or_a_poor_executor_is_not_ready() ->
     wrong = by_name["chain.84532.rpc"].detail
     assert wrong == "https://node.example.org/… serves chain 1, not 84532"
     assert "holds 5 wei" in by_name["chain.84532.executors"].detail
+
+
+async def test_a_failing_check_is_logged_when_it_starts_failing_and_when_it_passes_again(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    down = True
+
+    async def node() -> str:
+        if down:
+            raise ConnectionRefusedError("http://user:hunter2@node.internal:8545 refused")
+        return "chain 84532"
+
+    async def disk() -> str:
+        raise NotReadyError("the disk is full")
+
+    clock = FakeClock()
+    readiness = Readiness(lambda: {"node": node, "disk": disk}, cache_s=1.0, clock=clock)
+    caplog.set_level(logging.DEBUG, logger="entryway.observability.readiness")
+
+    def logged(level: int) -> list[str]:
+        return [r.getMessage() for r in caplog.records if r.levelno == level]
+
+    for _ in range(13):  # a load balancer polling through an outage
+        clock.now += 2.0
+        assert not (await readiness.report()).ready
+    warnings = logged(logging.WARNING)
+    assert len(warnings) == 2, warnings  # one per failing check, not one per poll
+    assert any(w.startswith("readiness check disk failing: the disk is full") for w in warnings)
+    assert any(
+        w.startswith("readiness check node failing: ConnectionRefusedError") for w in warnings
+    )
+    assert "hunter2" not in " ".join(warnings)
+    assert logged(logging.INFO) == []
+
+    down = False
+    for _ in range(3):
+        clock.now += 2.0
+        await readiness.report()
+    assert logged(logging.INFO) == ["readiness check node passing again"]
+    assert len(logged(logging.WARNING)) == 2
+
+    down = True
+    clock.now += 2.0
+    await readiness.report()
+    assert len(logged(logging.WARNING)) == 3  # a new outage is a new line
