@@ -31,6 +31,7 @@ from entryway.storage.store import Caller
 from entryway.wallets.account_info import read_account
 
 log = logging.getLogger(__name__)
+UNKNOWN_METHOD = "rpc:unknown"  # the usage endpoint of every method not served
 
 
 def _decimal(value: object) -> object:
@@ -246,7 +247,7 @@ async def _dispatch(
     if method != "eth_sendUserOperation":
         answer = await chain.rpc.dispatch(payload)
         if isinstance(method, str):
-            services.platform.meter.count_read(who, f"rpc:{method}"[:100], chain.chain_id)
+            services.platform.meter.count_read(who, usage_endpoint(chain, method), chain.chain_id)
         return answer
     accounting = RelayAccounting(
         services.store.ledger,
@@ -267,6 +268,13 @@ async def _dispatch(
         )
 
     return await chain.rpc.dispatch(payload, before_mempool=account)
+
+
+def usage_endpoint(chain: ChainRuntime, method: str) -> str:
+    """The name a call is counted under: `rpc:<method>` for the methods served, one
+    `rpc:unknown` for every other name (answered -32601), so made-up names cannot add a usage
+    row each."""
+    return f"rpc:{method}" if method in chain.rpc.methods else UNKNOWN_METHOD
 
 
 async def _paymaster(
