@@ -305,3 +305,19 @@ def test_the_v07_contracts_come_from_the_addresses_or_the_deploy_owner(tmp_path:
     assert any(
         p.startswith("chains[0].addresses.paymaster_v07: ") for p in problems(write(tmp_path, bad))
     )
+
+
+def test_the_heavy_call_limits_and_the_key_cap_are_configuration(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    defaults = load_settings(write(tmp_path, ""))
+    assert (defaults.heavy_rate_limits, defaults.max_keys_per_project) == ("", 20)
+    monkeypatch.setenv("ENTRYWAY_HEAVY_RATE_LIMITS", "FREE=1/second")
+    monkeypatch.setenv("ENTRYWAY_MAX_KEYS_PER_PROJECT", "3")
+    settings = load_settings(write(tmp_path, ""))
+    assert (settings.heavy_rate_limits, settings.max_keys_per_project) == ("FREE=1/second", 3)
+    monkeypatch.setenv("ENTRYWAY_HEAVY_RATE_LIMITS", "FREE=often")
+    monkeypatch.setenv("ENTRYWAY_MAX_KEYS_PER_PROJECT", "0")
+    found = problems(write(tmp_path, ""))
+    assert any(p.startswith("heavy_rate_limits: ") for p in found), found
+    assert any(p.startswith("max_keys_per_project: ") for p in found), found

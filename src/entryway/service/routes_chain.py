@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BeforeValidator
 
 from entryway.bundler.errors import BundlerError, RpcErrorCode
-from entryway.bundler.rpc_batch import batch_refusal, run_batch
+from entryway.bundler.rpc_batch import batch_refusal, is_heavy, limited, run_batch
 from entryway.domain.evm import checksum, to_hex
 from entryway.domain.networks import NETWORKS
 from entryway.domain.userop import UserOperation
@@ -153,8 +153,8 @@ def chain_routes(prefixes: tuple[str, ...]) -> APIRouter:
     @router.post("/rpc/{chain_id}", operation_id="jsonRpc", tags=["rpc"])
     async def json_rpc(who: CurrentCaller, chain_id: ChainIdPath, request: Request) -> Response:
         """ERC-4337 bundler (and ERC-7677 paymaster) JSON-RPC for one chain; single or batch.
-        Every call of a batch counts toward the key's rate limit; docs/api.md has the batch
-        limits."""
+        Every call of a batch counts toward the project's rate limit, and each heavy call
+        toward its heavy-call limit; docs/api.md has the batch limits."""
         chain = await usable_chain(request, who, chain_id)
         try:
             # The edge has checked the body's size, depth and syntax; orjson's own recursion
@@ -190,19 +190,39 @@ def chain_routes(prefixes: tuple[str, ...]) -> APIRouter:
 
 
 async def _admit_batch(request: Request, who: Caller, calls: int) -> tuple[int, str]:
-    """How many calls of the batch the key's rate limit admits, and what the others are told.
-    The request itself was counted as one call when the key was checked; the rest count here."""
+    """How many calls of the batch the project's rate limit admits, and what the others are
+    told. The request itself was counted as one call when the key was checked; the rest count
+    here."""
     limiter = request.app.state.services.platform.limiter
     if limiter is None or calls <= 1:
         return calls, ""
-    granted, decision = await limiter.grant(who.plan, who.key_id, calls - 1)
+    granted, decision = await limiter.grant(who.plan, who.project_id, calls - 1)
     request.state.rate_limit_headers = decision.headers()
     over = (
         f"limit exceeded: the {who.plan.value} plan allows {decision.limit} requests per "
-        f"window per API key, each call of a batch counting as one; retry after "
+        f"window per project, each call of a batch counting as one; retry after "
         f"{max(decision.reset_seconds, 1)} s"
     )
     return 1 + granted, over
+
+
+async def _heavy_refusal(request: Request, who: Caller, payload: Any) -> str | None:
+    """Why a heavy call may not run now (over the project's heavy-call window), else None
+    with the call counted. A refusal also puts Retry-After on the response."""
+    limiter = request.app.state.services.platform.limiter
+    if limiter is None or not is_heavy(payload):
+        return None
+    decision = await limiter.hit_heavy(who.plan, who.project_id)
+    if decision.allowed:
+        return None
+    wait = max(decision.reset_seconds, 1)
+    headers = getattr(request.state, "rate_limit_headers", {})
+    request.state.rate_limit_headers = {**headers, "Retry-After": str(wait)}
+    return (
+        f"limit exceeded: the {who.plan.value} plan allows {decision.limit} heavy calls "
+        "(eth_estimateUserOperationGas, eth_sendUserOperation, pm_*) per window per project; "
+        f"retry after {wait} s"
+    )
 
 
 async def _one(
@@ -214,6 +234,9 @@ async def _one(
     A database that cannot be reached is the exception: the whole request is answered 503
     with Retry-After (service/edge.py), which clients retry; sending it again is safe."""
     try:
+        refusal = await _heavy_refusal(request, who, payload)
+        if refusal is not None:
+            return limited(payload, refusal)
         return await _dispatch(request, who, chain, payload)
     except Exception as exc:
         if database_unavailable(exc):
