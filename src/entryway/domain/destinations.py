@@ -39,6 +39,7 @@ ALLOWED_SCHEMES = ("http", "https")
 _IPV4_SPELLING = re.compile(r"[0-9a-fx.]+", re.IGNORECASE)
 # Full stops IDNA treats as label separators, as a resolver given the name would.
 _DOTS = str.maketrans({"\u3002": ".", "\uff0e": ".", "\uff61": "."})
+_DOTTED_QUAD = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+")
 _LABEL = re.compile(r"(?!-)[a-z0-9-]{1,63}(?<!-)")  # RFC 1123 section 2.1, lower case
 _LOOPBACK_NAMES = ("localhost", ".localhost")  # RFC 6761: always the loopback address
 
@@ -98,7 +99,11 @@ def check_destination(url: str, policy: DestinationPolicy = PUBLIC_ONLY) -> Dest
     address = literal_address(host)
     if address is not None:
         policy.check_address(address)
-    elif not is_host_name(host):
+        if _DOTTED_QUAD.fullmatch(host) and not _canonical_ipv4(host):
+            # inet_aton reads 8.8.8.010 as 8.8.8.8; the HTTP client refuses to send to it.
+            raise InvalidDestinationError("the URL's host is not a valid IPv4 address")
+    elif not (is_host_name(host) and is_host_name(parts.hostname.removesuffix("."))):
+        # The name as written must pass too: the HTTP client encodes it unnormalised.
         raise InvalidDestinationError("the URL's host is not a valid host name")
     elif not policy.allow_private and (host == "localhost" or host.endswith(_LOOPBACK_NAMES)):
         raise DestinationNotAllowedError(f"{NOT_ALLOWED}: a loopback name")
@@ -127,6 +132,14 @@ def is_host_name(host: str) -> bool:
     return len(ascii_host) <= 253 and all(
         _LABEL.fullmatch(label) for label in ascii_host.split(".")
     )
+
+
+def _canonical_ipv4(host: str) -> bool:
+    try:
+        IPv4Address(host)
+    except ValueError:
+        return False
+    return True
 
 
 def literal_address(host: str) -> IPAddress | None:
