@@ -66,7 +66,10 @@ async def service(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Ser
     proc = await running.start(
         data_dir,
         port,
-        env={"ENTRYWAY_RATE_LIMITS": "FREE=1000/second"},
+        env={
+            "ENTRYWAY_RATE_LIMITS": "FREE=1000/second",
+            "ENTRYWAY_HEAVY_RATE_LIMITS": "FREE=1000/second",
+        },
         log=running_log(data_dir),
     )
     try:

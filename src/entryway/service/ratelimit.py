@@ -33,12 +33,13 @@ DEFAULT_LIMITS: dict[PlanName, str] = {
     PlanName.ENTERPRISE: "5000/second",
 }
 # Heavy calls (rpc_batch.is_heavy), per project, on top of the limit above.
+# A fifth of the request limits: room for a wallet's estimate, stub, data and send per op.
 DEFAULT_HEAVY_LIMITS: dict[PlanName, str] = {
-    PlanName.FREE: "5/second",
-    PlanName.STARTER: "10/second",
-    PlanName.PRO: "50/second",
-    PlanName.SCALE: "100/second",
-    PlanName.ENTERPRISE: "500/second",
+    PlanName.FREE: "10/second",
+    PlanName.STARTER: "20/second",
+    PlanName.PRO: "100/second",
+    PlanName.SCALE: "200/second",
+    PlanName.ENTERPRISE: "1000/second",
 }
 
 
