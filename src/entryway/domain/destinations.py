@@ -3,8 +3,10 @@
 A tenant chooses the URL, so a URL naming a loopback, private or link-local address would let
 it make the service reach internal services (and, from the answers, map them). By default a
 destination must be public: an http(s) URL without credentials whose address is globally
-reachable unicast by IANA's special-purpose address registries (entryway.domain.
-special_addresses). The host is judged twice: here when the URL is registered (literal
+reachable unicast by IANA's special-purpose address registries
+(entryway.domain.special_addresses). A host that is a name must be one DNS can carry and the
+HTTP client can encode as written (IDNA 2008), so that no stored URL can fail a delivery
+before it starts. The host is judged twice: here when the URL is registered (literal
 addresses in any spelling a resolver accepts, and the `localhost` names), and again at
 delivery on every address DNS gives, just before connecting to one of them (see
 entryway.worker.destinations). `DestinationPolicy(allow_private=True)` lifts the address rules
