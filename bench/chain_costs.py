@@ -192,7 +192,11 @@ async def entryway_up(data_dir: Path) -> AsyncIterator[RunningService]:
     SIGINT as Ctrl-C would."""
     port = free_port()
     log_path = data_dir / "entryway-up.log"
-    env = {**os.environ, "ENTRYWAY_RATE_LIMITS": "FREE=1000000/second"}
+    env = {
+        **os.environ,
+        "ENTRYWAY_RATE_LIMITS": "FREE=1000000/second",
+        "ENTRYWAY_HEAVY_RATE_LIMITS": "FREE=1000000/second",
+    }
     with log_path.open("wb") as log:
         proc = await asyncio.create_subprocess_exec(
             ENTRYWAY, "up", "--data-dir", str(data_dir), "--port", str(port), "--base-port", "0",

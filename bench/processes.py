@@ -121,6 +121,7 @@ class Cluster:
             f'database_url = "{self.database_url}"',
             f'redis_url = "{REDIS}"',
             'rate_limits = "FREE=1000000/second"',
+            'heavy_rate_limits = "FREE=1000000/second"',
             "[[chains]]",
             f"chain_id = {self.chain_id}",
             f'rpc_urls = ["{self.rpc_url}"]',

@@ -58,7 +58,14 @@ async def start_unthrottled(
     """`entryway up` with rate limits out of the way (they are tested on their own; under
     fuzzing they would only hide what lies behind them), and the admin key of a fresh
     project made by the operator. Returns the process, the base URL and the key."""
-    proc = await start(data_dir, port, env={"ENTRYWAY_RATE_LIMITS": "FREE=1000000/second"})
+    proc = await start(
+        data_dir,
+        port,
+        env={
+            "ENTRYWAY_RATE_LIMITS": "FREE=1000000/second",
+            "ENTRYWAY_HEAVY_RATE_LIMITS": "FREE=1000000/second",
+        },
+    )
     url = f"http://127.0.0.1:{port}"
     token = (data_dir / "admin-token").read_text().strip()
     async with httpx.AsyncClient(base_url=url) as http:

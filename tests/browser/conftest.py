@@ -72,6 +72,7 @@ async def service(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Ser
             # them all (tests/e2e/test_sign_in_limits.py holds the service to the defaults).
             "ENTRYWAY_DASHBOARD__SIGN_IN_PER_ADDRESS": "100000/minute",
             "ENTRYWAY_DASHBOARD__OPERATOR_SIGN_IN_PER_ADDRESS": "100000/minute",
+            "ENTRYWAY_HEAVY_RATE_LIMITS": "FREE=1000/second",
         },
         log=running_log(data_dir),
     )

@@ -3,9 +3,11 @@ URL gives a private address; the operator's opt-in lifts the address rules only.
 
 from __future__ import annotations
 
+import re
 import socket
-from ipaddress import IPv4Address, IPv4Network, IPv6Address, ip_address
+from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network, ip_address
 
+import httpx
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -18,6 +20,12 @@ from entryway.domain.destinations import (
     check_destination,
     is_public,
     literal_address,
+)
+from entryway.domain.special_addresses import (
+    IPV4_RANGES,
+    IPV6_RANGES,
+    SpecialRange,
+    special_range,
 )
 from entryway.domain.webhooks import EndpointNotAllowedError, check_endpoint_url
 
@@ -57,6 +65,23 @@ REFUSED_URLS = [
     "http://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/",  # Teredo
     "http://\uff11\uff12\uff17.0.0.1/",  # full-width digits: 127.0.0.1 after NFKC
     "http://127\u30020\u30020\u30021/",  # ideographic full stops
+    # IETF protocol assignments and the deprecated 6to4 relay anycast: Python 3.11.7's
+    # is_global calls them global (CVE-2024-4032); IANA's registry does not.
+    "http://192.0.0.192/k",
+    "http://192.0.0.8/",
+    "http://192.0.0.170/",
+    "http://192.88.99.1/",
+    "http://192.0.2.1/",  # documentation
+    "http://198.18.0.1/",  # benchmarking
+    "http://[::ffff:192.0.0.192]/",
+    "http://[64:ff9b::c000:c0]/",  # NAT64 of 192.0.0.192
+    "http://[2002:c000:c0::1]/",  # 6to4 of 192.0.0.192
+    "http://[64:ff9b:1::808:808]/",  # local-use NAT64: the operator's own translator
+    "http://[2001:db8::1]/",  # documentation
+    "http://[3fff::1]/",  # documentation (RFC 9637)
+    "http://[100::1]/",  # discard-only
+    "http://[5f00::1]/",  # SRv6 SIDs
+    "http://[2001:2::1]/",  # benchmarking
 ]
 
 ALLOWED_URLS = [
@@ -68,6 +93,10 @@ ALLOWED_URLS = [
     "http://[2002:808:808::1]/",  # 6to4 of a public IPv4
     "https://hooks.example.org:8443/in",
     "https://xn--bcher-kva.example/in",
+    "https://b\u00fccher.example/in",
+    "http://192.0.0.9/",  # PCP anycast: globally reachable inside 192.0.0.0/24
+    "http://192.31.196.1/",  # AS112-v4
+    "http://[2001:4:112::1]/",  # AS112-v6, inside 2001::/23
 ]
 
 
@@ -94,7 +123,22 @@ def test_the_operators_opt_in_allows_private_addresses_but_never_credentials() -
 
 @pytest.mark.parametrize(
     "url",
-    ["ftp://example.org/", "example.org/hooks", "http:///nohost", "https://a b/", "http://a:0/"],
+    [
+        "ftp://example.org/",
+        "example.org/hooks",
+        "http:///nohost",
+        "https://a b/",
+        "http://a:0/",
+        # Names httpx or the resolver cannot encode: they would crash a delivery.
+        "http://xn--localhost-:9999/f",
+        "http://xn--zz.example/",
+        "http://-bad.example/",
+        "http://under_score.example/",
+        "http://" + "a" * 64 + ".example/",
+        "http://" + "a." * 127 + "example/",
+        "http://\u2603\u200d.example/",  # a joiner IDNA 2008 disallows there
+        "http://%41.example/",
+    ],
 )
 def test_what_is_no_http_url_is_invalid_rather_than_refused(url: str) -> None:
     with pytest.raises(InvalidDestinationError):
@@ -212,11 +256,27 @@ def test_an_ipv6_form_of_a_private_ipv4_address_is_refused(data: st.DataObject) 
 
 
 @given(st.data())
-def test_a_public_ipv4_address_passes_in_every_spelling(data: st.DataObject) -> None:
+def test_a_public_ipv4_address_passes_in_every_spelling_the_client_can_send_to(
+    data: st.DataObject,
+) -> None:
     address = data.draw(public_v4)
     host = data.draw(ipv4_spelling(address))
-    destination = check_destination(f"http://{host}/hooks")
+    url = f"http://{host}/hooks"
+    if re.fullmatch(r"[0-9]+(\.[0-9]+){3}", host) and host != str(address):
+        # Four decimal-looking parts with a leading zero (octal to inet_aton): httpx refuses
+        # to send to it, so it is refused when registered rather than failing every delivery.
+        with pytest.raises(InvalidDestinationError):
+            check_destination(url)
+        with pytest.raises(httpx.InvalidURL):
+            httpx.URL(url)
+        return
+    destination = check_destination(url)
     assert destination.address == address
+    assert httpx.URL(url).host  # the client takes it too
+
+
+GLOBAL_UNICAST = IPv6Network("2000::/3")
+WRAPPING = [IPv6Network("::ffff:0:0/96"), IPv6Network("64:ff9b::/96")]
 
 
 @given(st.integers(0, 2**128 - 1).map(IPv6Address))
@@ -225,10 +285,37 @@ def test_an_ipv6_address_passes_only_if_global_unicast(address: IPv6Address) -> 
     outcome = is_public(address)
     if outcome:
         check_destination(url)
-        assert not (address.is_private or address.is_multicast or address.is_link_local)
+        assert address in GLOBAL_UNICAST or any(address in n for n in WRAPPING)
+        assert address not in IPv6Network("2001:db8::/32")
     else:
         with pytest.raises(DestinationNotAllowedError):
             check_destination(url)
+
+
+@pytest.mark.parametrize("entry", IPV4_RANGES + IPV6_RANGES, ids=lambda r: str(r.network))
+def test_each_registry_entry_judges_the_addresses_it_holds_most_specifically(
+    entry: SpecialRange,
+) -> None:
+    for address in (entry.network[0], entry.network[-1]):
+        if special_range(address) is not entry or entry.carries_ipv4:
+            continue  # a more specific entry decides, or the IPv4 address inside does
+        assert is_public(address) is entry.globally_reachable, (address, entry.name)
+
+
+@given(st.integers(0, 255))
+def test_ietf_protocol_assignments_are_refused_but_the_two_anycast_services(last: int) -> None:
+    address = IPv4Address(f"192.0.0.{last}")
+    assert is_public(address) is (last in (9, 10))
+    assert is_public(IPv6Address(f"::ffff:{address}")) is (last in (9, 10))
+
+
+def test_teredo_is_judged_by_its_server_and_its_client() -> None:
+    # Server 65.54.227.120 (public); client 192.0.2.45 or 8.8.8.8, stored inverted.
+    documentation_client = IPv6Address("2001:0:4136:e378:8000:63bf:3fff:fdd2")
+    public_client = IPv6Address("2001:0:4136:e378:8000:63bf:f7f7:f7f7")
+    assert documentation_client.teredo is not None and public_client.teredo is not None
+    assert not is_public(documentation_client)
+    assert is_public(public_client)
 
 
 def test_names_that_only_look_numeric_are_names() -> None:
@@ -254,3 +341,22 @@ def test_any_text_is_a_destination_or_a_refusal_never_a_crash(url: str) -> None:
         return
     assert destination.scheme in ("http", "https") and 1 <= destination.port <= 65535
     assert destination.address is None or is_public(destination.address)
+
+
+LABEL_TEXT = st.text(
+    alphabet="abxn-09\u00df\u00fc\u200d\u0301\u0391\u3002\uff0e", min_size=1, max_size=12
+)
+
+
+@given(st.lists(LABEL_TEXT, min_size=1, max_size=4), st.booleans())
+def test_every_name_accepted_is_one_the_http_client_can_send_to(
+    labels: list[str], root: bool
+) -> None:
+    """A name accepted at registration never fails in httpx at delivery (an `xn--` label
+    that is no A-label, a label not in NFC, a disallowed joiner...)."""
+    url = "https://" + ".".join(labels) + ("." if root else "") + "/in"
+    try:
+        check_destination(url, PRIVATE_ALLOWED)
+    except DestinationNotAllowedError:
+        return
+    assert httpx.Request("POST", url).url.host

@@ -15,7 +15,11 @@ from entryway.domain.destinations import (
     DestinationPolicy,
 )
 from entryway.errors import ConfigurationError
-from entryway.worker.destinations import GuardedTransport, destination_policy_from_env
+from entryway.worker.destinations import (
+    GuardedTransport,
+    UnresolvedDestinationError,
+    destination_policy_from_env,
+)
 
 
 class Dns:
@@ -67,7 +71,15 @@ async def test_the_request_goes_to_the_checked_address_under_its_name() -> None:
 
 
 async def test_a_name_resolving_to_a_private_address_reaches_nothing() -> None:
-    for answer in (["127.0.0.1"], ["93.184.216.34", "10.0.0.7"], ["::1"], ["169.254.169.254"]):
+    for answer in (
+        ["127.0.0.1"],
+        ["93.184.216.34", "10.0.0.7"],
+        ["::1"],
+        ["169.254.169.254"],
+        ["192.0.0.192"],
+        ["192.88.99.1"],
+        ["93.184.216.34", "::ffff:192.0.0.8"],
+    ):
         dns, network = Dns(answer), Network()
         async with client(dns, network) as http:
             with pytest.raises(DestinationNotAllowedError):
@@ -102,14 +114,38 @@ async def test_the_operators_opt_in_lets_private_addresses_through() -> None:
     assert [str(r.url) for r in network.sent] == ["http://127.0.0.1:9000/"]
 
 
-async def test_a_name_that_does_not_resolve_is_a_connection_error() -> None:
-    async def nowhere(host: str, port: int) -> Sequence[str]:
+async def test_a_name_without_an_address_is_refused_like_a_forbidden_one() -> None:
+    """Unknown, unencodable or slow to resolve: the same refusal as a name resolving to
+    loopback, so a tenant cannot tell internal names from unknown ones."""
+
+    async def unknown(host: str, port: int) -> Sequence[str]:
         raise OSError("Name or service not known")
 
-    transport = GuardedTransport(resolver=nowhere, inner=httpx.MockTransport(Network().handle))
-    async with httpx.AsyncClient(transport=transport) as http:
-        with pytest.raises(httpx.ConnectError, match="does not resolve"):
-            await http.post("http://nowhere.example.org/", content=b"{}")
+    async def unencodable(host: str, port: int) -> Sequence[str]:
+        raise UnicodeError("label empty or too long")  # the stdlib IDNA codec's complaint
+
+    async def nothing(host: str, port: int) -> Sequence[str]:
+        return []
+
+    async def garbage(host: str, port: int) -> Sequence[str]:
+        return ["not an address"]
+
+    for resolver in (unknown, unencodable, nothing, garbage):
+        network = Network()
+        transport = GuardedTransport(resolver=resolver, inner=httpx.MockTransport(network.handle))
+        async with httpx.AsyncClient(transport=transport) as http:
+            with pytest.raises(UnresolvedDestinationError, match=r"nowhere\.example\.org"):
+                await http.post("http://nowhere.example.org/", content=b"{}")
+        assert network.sent == []
+    assert issubclass(UnresolvedDestinationError, DestinationNotAllowedError)
+
+
+async def test_a_refusal_after_dns_names_the_address_for_the_operators_log() -> None:
+    dns, network = Dns(["192.0.0.192"]), Network()  # global by Python 3.11.7's tables
+    async with client(dns, network) as http:
+        with pytest.raises(DestinationNotAllowedError, match=r"resolves to 192\.0\.0\.192"):
+            await http.post("http://hooks.example.org/in", content=b"{}")
+    assert network.sent == []
 
 
 def test_the_opt_in_reads_true_or_false_and_nothing_else() -> None:

@@ -346,3 +346,19 @@ def test_contract_addresses_and_a_deploy_owner_are_not_both_given(tmp_path: Path
     )
     found = problems(write(tmp_path, chain_table(tmp_path, extra=addresses)))
     assert found == ["chains[0]: give the contract addresses or the deploy_owner, not both"]
+
+
+def test_the_heavy_call_limits_and_the_key_cap_are_configuration(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    defaults = load_settings(write(tmp_path, ""))
+    assert (defaults.heavy_rate_limits, defaults.max_keys_per_project) == ("", 20)
+    monkeypatch.setenv("ENTRYWAY_HEAVY_RATE_LIMITS", "FREE=1/second")
+    monkeypatch.setenv("ENTRYWAY_MAX_KEYS_PER_PROJECT", "3")
+    settings = load_settings(write(tmp_path, ""))
+    assert (settings.heavy_rate_limits, settings.max_keys_per_project) == ("FREE=1/second", 3)
+    monkeypatch.setenv("ENTRYWAY_HEAVY_RATE_LIMITS", "FREE=often")
+    monkeypatch.setenv("ENTRYWAY_MAX_KEYS_PER_PROJECT", "0")
+    found = problems(write(tmp_path, ""))
+    assert any(p.startswith("heavy_rate_limits: ") for p in found), found
+    assert any(p.startswith("max_keys_per_project: ") for p in found), found

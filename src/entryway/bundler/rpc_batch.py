@@ -59,9 +59,9 @@ async def run_batch(
     for index, one in enumerate(batch):
         answer: Answer | None
         if admitted is not None and index >= admitted:
-            answer = _limited(one, over_rate_limit)
+            answer = limited(one, over_rate_limit)
         elif is_heavy(one) and heavy >= max_heavy:
-            answer = _limited(
+            answer = limited(
                 one,
                 f"limit exceeded: a batch may hold at most {max_heavy} heavy calls "
                 "(eth_estimateUserOperationGas, eth_sendUserOperation, pm_*); send the rest "
@@ -75,7 +75,8 @@ async def run_batch(
     return answers
 
 
-def _limited(one: Any, message: str) -> Answer | None:
+def limited(one: Any, message: str) -> Answer | None:
+    """The -32005 answer of a call refused for a limit (none for a notification)."""
     if isinstance(one, dict) and "id" not in one:
         return None  # a notification: never answered, not even with an error
     request_id = one.get("id") if isinstance(one, dict) else None

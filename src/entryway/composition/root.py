@@ -57,7 +57,7 @@ from entryway.paymaster.settlement import (
 )
 from entryway.service.limits import RequestLimits
 from entryway.service.maintenance import ChainMaintenance
-from entryway.service.ratelimit import RateLimiter, parse_limits
+from entryway.service.ratelimit import DEFAULT_HEAVY_LIMITS, RateLimiter, parse_limits
 from entryway.service.services import ChainRuntime, Services
 from entryway.service.wallet_wiring import bundler_port, recovery_flows
 from entryway.settings.checks import PreparedChain, checked, database_url
@@ -126,10 +126,14 @@ async def build_services(
         if migrate_schema:
             await migrate(engine)
         await seal_stored_secrets(engine, secrets)  # a wrong key stops the start here
-        store = Store(engine)
+        store = Store(engine, max_keys_per_project=settings.max_keys_per_project)
         services.prices = settings.price_book()
         redis = settings.redis_url.get_secret_value() if settings.redis_url else None
-        limiter = RateLimiter(parse_limits(settings.rate_limits), redis)
+        limiter = RateLimiter(
+            parse_limits(settings.rate_limits),
+            redis,
+            heavy_by_plan=parse_limits(settings.heavy_rate_limits, DEFAULT_HEAVY_LIMITS),
+        )
         stack.push_async_callback(limiter.aclose)
         platform = services.attach(
             store, billing=Billing(engine, settings.billing.billing_config()), limiter=limiter

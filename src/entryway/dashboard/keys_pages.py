@@ -12,7 +12,7 @@ from entryway.dashboard import web
 from entryway.domain.accounts import ProjectRole
 from entryway.domain.apikeys import IssuedKey, KeyEnvironment, KeyRole
 from entryway.domain.networks import NETWORKS
-from entryway.storage.apikeys import KeyInfo, LastAdminKeyError, UnknownKeyError
+from entryway.storage.apikeys import KeyInfo, KeyLimitError, LastAdminKeyError, UnknownKeyError
 
 KEY_ID_LENGTH = 8
 # An admin key changes the plan, the keys and the settings over the API: it is an owner's
@@ -91,7 +91,10 @@ def routes() -> APIRouter:
         if role is KeyRole.ADMIN and page.role is not ProjectRole.OWNER:
             return await _page(request, who, page, error=OWNERS_ONLY, status=403)
         store = web.services(request).store
-        issued = await store.issue_key(project_id, environment, chains, web.now(), role=role)
+        try:
+            issued = await store.issue_key(project_id, environment, chains, web.now(), role=role)
+        except KeyLimitError as exc:
+            return await _page(request, who, page, error=str(exc), status=409)
         info = await store.api_keys.key(project_id, issued.key_id)
         return await _page(request, who, page, created=(issued, info))
 
@@ -116,7 +119,9 @@ def routes() -> APIRouter:
             message = "None of this key's chains is enabled for the project now: create a new key."
             return await _page(request, who, page, error=message, status=400)
         at = web.now()
-        issued = await store.issue_key(project_id, old.environment, chains, at, role=old.role)
+        issued = await store.issue_key(
+            project_id, old.environment, chains, at, role=old.role, replacing=old.key_id
+        )
         await store.revoke_key(old.key_id, at, project_id=project_id)  # the new admin exists
         info = await store.api_keys.key(project_id, issued.key_id)
         return await _page(request, who, page, created=(issued, info))

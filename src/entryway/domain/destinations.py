@@ -3,7 +3,10 @@
 A tenant chooses the URL, so a URL naming a loopback, private or link-local address would let
 it make the service reach internal services (and, from the answers, map them). By default a
 destination must be public: an http(s) URL without credentials whose address is globally
-reachable unicast. The host is judged twice: here when the URL is registered (literal
+reachable unicast by IANA's special-purpose address registries
+(entryway.domain.special_addresses). A host that is a name must be one DNS can carry and the
+HTTP client can encode as written (IDNA 2008), so that no stored URL can fail a delivery
+before it starts. The host is judged twice: here when the URL is registered (literal
 addresses in any spelling a resolver accepts, and the `localhost` names), and again at
 delivery on every address DNS gives, just before connecting to one of them (see
 entryway.worker.destinations). `DestinationPolicy(allow_private=True)` lifts the address rules
@@ -19,9 +22,12 @@ import re
 import socket
 import unicodedata
 from dataclasses import dataclass
-from ipaddress import IPv4Address, IPv6Address, IPv6Network, ip_address
+from ipaddress import IPv4Address, IPv6Address, ip_address
 from urllib.parse import urlsplit
 
+import idna
+
+from entryway.domain.special_addresses import is_globally_reachable
 from entryway.errors import EntrywayError
 
 IPAddress = IPv4Address | IPv6Address
@@ -35,7 +41,8 @@ ALLOWED_SCHEMES = ("http", "https")
 _IPV4_SPELLING = re.compile(r"[0-9a-fx.]+", re.IGNORECASE)
 # Full stops IDNA treats as label separators, as a resolver given the name would.
 _DOTS = str.maketrans({"\u3002": ".", "\uff0e": ".", "\uff61": "."})
-_NAT64 = IPv6Network("64:ff9b::/96")  # RFC 6052: the IPv4 address is the last 32 bits
+_DOTTED_QUAD = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+")
+_LABEL = re.compile(r"(?!-)[a-z0-9-]{1,63}(?<!-)")  # RFC 1123 section 2.1, lower case
 _LOOPBACK_NAMES = ("localhost", ".localhost")  # RFC 6761: always the loopback address
 
 
@@ -94,6 +101,12 @@ def check_destination(url: str, policy: DestinationPolicy = PUBLIC_ONLY) -> Dest
     address = literal_address(host)
     if address is not None:
         policy.check_address(address)
+        if _DOTTED_QUAD.fullmatch(host) and not _canonical_ipv4(host):
+            # inet_aton reads 8.8.8.010 as 8.8.8.8; the HTTP client refuses to send to it.
+            raise InvalidDestinationError("the URL's host is not a valid IPv4 address")
+    elif not (is_host_name(host) and is_host_name(parts.hostname.removesuffix("."))):
+        # The name as written must pass too: the HTTP client encodes it unnormalised.
+        raise InvalidDestinationError("the URL's host is not a valid host name")
     elif not policy.allow_private and (host == "localhost" or host.endswith(_LOOPBACK_NAMES)):
         raise DestinationNotAllowedError(f"{NOT_ALLOWED}: a loopback name")
     return Destination(scheme, host, port, address)
@@ -104,6 +117,31 @@ def normal_host(host: str) -> str:
     digits), IDNA's other full stops as dots, lower case, without the root's trailing dot."""
     folded = unicodedata.normalize("NFKC", host).translate(_DOTS).lower()
     return folded.strip("[]").removesuffix(".")
+
+
+def is_host_name(host: str) -> bool:
+    """A name DNS can carry and an HTTP client will encode: letters, digits and hyphens in
+    labels of 1 to 63 characters (no hyphen first or last), 253 characters in all, after
+    IDNA 2008 turns a Unicode name into A-labels; and every `xn--` label a valid A-label.
+    Anything else fails at delivery (httpx decodes `xn--` labels, the resolver encodes),
+    so it is refused when registered."""
+    try:
+        ascii_host = host if host.isascii() else idna.encode(host).decode("ascii")
+        if "xn--" in ascii_host:
+            idna.decode(ascii_host)
+    except (UnicodeError, ValueError):  # idna.IDNAError is a UnicodeError
+        return False
+    return len(ascii_host) <= 253 and all(
+        _LABEL.fullmatch(label) for label in ascii_host.split(".")
+    )
+
+
+def _canonical_ipv4(host: str) -> bool:
+    try:
+        IPv4Address(host)
+    except ValueError:
+        return False
+    return True
 
 
 def literal_address(host: str) -> IPAddress | None:
@@ -122,26 +160,8 @@ def literal_address(host: str) -> IPAddress | None:
 
 
 def is_public(address: IPAddress) -> bool:
-    """Globally reachable unicast, and so is every IPv4 address the IPv6 one carries (mapped,
-    NAT64, 6to4, Teredo): a public-looking IPv6 form cannot smuggle in a private IPv4."""
-    if isinstance(address, IPv6Address):
-        if address.ipv4_mapped is not None:
-            return _public(address.ipv4_mapped)
-        if address in _NAT64:
-            return _public(IPv4Address(int(address) & 0xFFFF_FFFF))
-        carried = [address.sixtofour, *(address.teredo or ())]
-        return _public(address) and all(_public(v4) for v4 in carried if v4 is not None)
-    return _public(address)
-
-
-def _public(address: IPAddress) -> bool:
-    # is_global alone lets multicast through, and ipaddress's tables change between Python
-    # versions: the narrower properties are asked as well.
-    return address.is_global and not (
-        address.is_multicast
-        or address.is_private
-        or address.is_reserved
-        or address.is_loopback
-        or address.is_link_local
-        or address.is_unspecified
-    )
+    """Globally reachable unicast by IANA's special-purpose registries, and so is every IPv4
+    address an IPv6 form carries (mapped, NAT64, 6to4, Teredo): see
+    entryway.domain.special_addresses. Python's `is_global` is not asked: its tables change
+    between releases and have called private ranges global (CVE-2024-4032)."""
+    return is_globally_reachable(address)

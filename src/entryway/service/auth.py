@@ -1,5 +1,6 @@
 """Who is calling: the API key on the request, resolved to its project, key and role, then
-held to its plan's rate limit. `AdminCaller` further requires an admin key."""
+held to its project's rate limit (shared by the project's keys). `AdminCaller` further
+requires an admin key."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ async def current_caller(
         raise invalid_api_key(str(exc)) from None
     limiter = services.platform.limiter
     if limiter is not None:
-        decision = await limiter.hit(caller.plan, caller.key_id)
+        decision = await limiter.hit(caller.plan, caller.project_id)
         request.state.rate_limit_headers = decision.headers()
         if not decision.allowed:
             raise Problem(
@@ -39,7 +40,7 @@ async def current_caller(
                 "rate_limited",
                 "Rate limit exceeded",
                 f"the {caller.plan.value} plan allows {decision.limit} requests per window "
-                f"per API key; retry after {decision.reset_seconds} s",
+                f"per project, all its keys together; retry after {decision.reset_seconds} s",
                 headers=decision.headers(),
             )
     return caller

@@ -1,9 +1,14 @@
-"""Rate limits per API key by plan, with the `limits` library: in memory by default, shared
+"""Rate limits per project by plan, with the `limits` library: in memory by default, shared
 through Redis when ENTRYWAY_REDIS_URL is set (several API processes then count together).
 
-A request over the limit gets 429 with Retry-After; every limited answer carries the
-RateLimit-Limit / RateLimit-Remaining / RateLimit-Reset headers (IETF draft names). Each call
-of a JSON-RPC batch counts as one request (`grant`)."""
+A project's keys share its limits: minting more keys buys no more requests. A request over
+the limit gets 429 with Retry-After; every limited answer carries the RateLimit-Limit /
+RateLimit-Remaining / RateLimit-Reset headers (IETF draft names). Each call of a JSON-RPC batch
+counts as one request (`grant`).
+
+Heavy JSON-RPC calls (estimation, sending, `pm_*`: each simulates on the node or signs) also
+draw on a second, tighter window per project (`hit_heavy`). They cost the node and the CPU far
+more than a read but are not priced, so this window, not the price book, is what bounds them."""
 
 from __future__ import annotations
 
@@ -19,13 +24,22 @@ from limits.aio.strategies import SlidingWindowCounterRateLimiter
 
 from entryway.domain.plans import PlanName
 
-# Documented defaults (docs/rate-limits.md); every value is configuration.
+# Documented defaults (docs/api.md, "Rate limits"); every value is configuration.
 DEFAULT_LIMITS: dict[PlanName, str] = {
     PlanName.FREE: "50/second",
     PlanName.STARTER: "100/second",
     PlanName.PRO: "500/second",
     PlanName.SCALE: "1000/second",
     PlanName.ENTERPRISE: "5000/second",
+}
+# Heavy calls (rpc_batch.is_heavy), per project, on top of the limit above.
+# A fifth of the request limits: room for a wallet's estimate, stub, data and send per op.
+DEFAULT_HEAVY_LIMITS: dict[PlanName, str] = {
+    PlanName.FREE: "10/second",
+    PlanName.STARTER: "20/second",
+    PlanName.PRO: "100/second",
+    PlanName.SCALE: "200/second",
+    PlanName.ENTERPRISE: "1000/second",
 }
 
 
@@ -47,9 +61,12 @@ class Decision:
         return headers
 
 
-def parse_limits(spec: str) -> dict[PlanName, str]:
-    """`FREE=10/second,PRO=100/second` over the defaults (ENTRYWAY_RATE_LIMITS)."""
-    chosen = dict(DEFAULT_LIMITS)
+def parse_limits(
+    spec: str, defaults: Mapping[PlanName, str] = DEFAULT_LIMITS
+) -> dict[PlanName, str]:
+    """`FREE=10/second,PRO=100/second` over the defaults (ENTRYWAY_RATE_LIMITS, and
+    ENTRYWAY_HEAVY_RATE_LIMITS over DEFAULT_HEAVY_LIMITS)."""
+    chosen = dict(defaults)
     for part in filter(None, (p.strip() for p in spec.split(","))):
         name, _, value = part.partition("=")
         parse(value)  # refuse a bad value at start-up, not on the first request
@@ -59,10 +76,17 @@ def parse_limits(spec: str) -> dict[PlanName, str]:
 
 class RateLimiter:
     def __init__(
-        self, limits_by_plan: Mapping[PlanName, str] | None = None, redis_url: str | None = None
+        self,
+        limits_by_plan: Mapping[PlanName, str] | None = None,
+        redis_url: str | None = None,
+        *,
+        heavy_by_plan: Mapping[PlanName, str] | None = None,
     ) -> None:
         self.items: dict[PlanName, RateLimitItem] = {
             plan: parse(value) for plan, value in (limits_by_plan or DEFAULT_LIMITS).items()
+        }
+        self.heavy_items: dict[PlanName, RateLimitItem] = {
+            plan: parse(value) for plan, value in (heavy_by_plan or DEFAULT_HEAVY_LIMITS).items()
         }
         # Our own Redis pool, so that stopping the service closes its connections.
         self._pool = redis.ConnectionPool.from_url(redis_url) if redis_url else None
@@ -77,26 +101,33 @@ class RateLimiter:
         )
         self.strategy = SlidingWindowCounterRateLimiter(self.storage)
 
-    async def hit(self, plan: PlanName, key_id: str, cost: int = 1) -> Decision:
-        """Count `cost` requests, all or none: refused if they do not all fit the window."""
-        item = self.items[plan]
-        allowed = await self.strategy.hit(item, "key", key_id, cost=cost)
-        stats = await self.strategy.get_window_stats(item, "key", key_id)
+    async def hit(self, plan: PlanName, project_id: str, cost: int = 1) -> Decision:
+        """Count `cost` requests of the project, all or none: refused if they do not all fit
+        the window."""
+        return await self._hit(self.items[plan], "project", project_id, cost)
+
+    async def hit_heavy(self, plan: PlanName, project_id: str) -> Decision:
+        """Count one heavy call of the project in its own, tighter window."""
+        return await self._hit(self.heavy_items[plan], "heavy", project_id, 1)
+
+    async def _hit(self, item: RateLimitItem, kind: str, project_id: str, cost: int) -> Decision:
+        allowed = await self.strategy.hit(item, kind, project_id, cost=cost)
+        stats = await self.strategy.get_window_stats(item, kind, project_id)
         reset = max(math.ceil(stats.reset_time - time.time()), 0)
         return Decision(allowed, item.amount, max(stats.remaining, 0), reset)
 
-    async def grant(self, plan: PlanName, key_id: str, wanted: int) -> tuple[int, Decision]:
+    async def grant(self, plan: PlanName, project_id: str, wanted: int) -> tuple[int, Decision]:
         """As many of `wanted` more requests as the window still holds, counted: the calls
         of a JSON-RPC batch past its first. One hit when they all fit (the usual case);
         near the limit, one at a time until the window is full."""
         if wanted < 1:
             raise ValueError("grant at least one request")
-        decision = await self.hit(plan, key_id, cost=wanted)
+        decision = await self.hit(plan, project_id, cost=wanted)
         if decision.allowed:
             return wanted, decision
         granted = 0
         while granted < wanted:
-            decision = await self.hit(plan, key_id)
+            decision = await self.hit(plan, project_id)
             if not decision.allowed:
                 break
             granted += 1

@@ -83,7 +83,7 @@ def admin_routes() -> APIRouter:
     ) -> KeyCreated:
         """A key for an existing project, on any of its chains, `service` unless `role`
         says `admin`: how a project that lost its admin keys gets one back. The secret is in
-        this answer only."""
+        this answer only. The operator is not held to the per-project key limit."""
         store = services.store
         try:
             project = await store.project(project_id)
@@ -91,7 +91,7 @@ def admin_routes() -> APIRouter:
             raise _no_project(project_id) from None
         chains = grantable(body.chains, project.chains, None)
         key = await store.issue_key(
-            project_id, body.environment, chains, datetime.now(UTC), role=body.role
+            project_id, body.environment, chains, datetime.now(UTC), role=body.role, capped=False
         )
         info = await store.api_keys.key(project_id, key.key_id)
         no_store(response)

@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BeforeValidator
 
 from entryway.bundler.errors import BundlerError, RpcErrorCode, node_failure, node_unanswered
-from entryway.bundler.rpc_batch import batch_refusal, run_batch
+from entryway.bundler.rpc_batch import batch_refusal, is_heavy, limited, run_batch
 from entryway.chain.rpc import RpcTransportError
 from entryway.domain.evm import checksum, to_hex
 from entryway.domain.networks import NETWORKS
@@ -34,6 +34,7 @@ from entryway.wallets.account_info import read_account
 
 STATUS_METHOD = "entryway_getUserOperationStatus"
 log = logging.getLogger(__name__)
+UNKNOWN_METHOD = "rpc:unknown"  # the usage endpoint of every method not served
 
 
 def _decimal(value: object) -> object:
@@ -160,8 +161,8 @@ def chain_routes(prefixes: tuple[str, ...]) -> APIRouter:
     @router.post("/rpc/{chain_id}", operation_id="jsonRpc", tags=["rpc"])
     async def json_rpc(who: CurrentCaller, chain_id: ChainIdPath, request: Request) -> Response:
         """ERC-4337 bundler (and ERC-7677 paymaster) JSON-RPC for one chain; single or batch.
-        Every call of a batch counts toward the key's rate limit; docs/api.md has the batch
-        limits."""
+        Every call of a batch counts toward the project's rate limit, and each heavy call
+        toward its heavy-call limit; docs/api.md has the batch limits."""
         chain = await usable_chain(request, who, chain_id)
         try:
             # The edge has checked the body's size, depth and syntax; orjson's own recursion
@@ -204,19 +205,39 @@ def chain_routes(prefixes: tuple[str, ...]) -> APIRouter:
 
 
 async def _admit_batch(request: Request, who: Caller, calls: int) -> tuple[int, str]:
-    """How many calls of the batch the key's rate limit admits, and what the others are told.
-    The request itself was counted as one call when the key was checked; the rest count here."""
+    """How many calls of the batch the project's rate limit admits, and what the others are
+    told. The request itself was counted as one call when the key was checked; the rest count
+    here."""
     limiter = request.app.state.services.platform.limiter
     if limiter is None or calls <= 1:
         return calls, ""
-    granted, decision = await limiter.grant(who.plan, who.key_id, calls - 1)
+    granted, decision = await limiter.grant(who.plan, who.project_id, calls - 1)
     request.state.rate_limit_headers = decision.headers()
     over = (
         f"limit exceeded: the {who.plan.value} plan allows {decision.limit} requests per "
-        f"window per API key, each call of a batch counting as one; retry after "
+        f"window per project, each call of a batch counting as one; retry after "
         f"{max(decision.reset_seconds, 1)} s"
     )
     return 1 + granted, over
+
+
+async def _heavy_refusal(request: Request, who: Caller, payload: Any) -> str | None:
+    """Why a heavy call may not run now (over the project's heavy-call window), else None
+    with the call counted. A refusal also puts Retry-After on the response."""
+    limiter = request.app.state.services.platform.limiter
+    if limiter is None or not is_heavy(payload):
+        return None
+    decision = await limiter.hit_heavy(who.plan, who.project_id)
+    if decision.allowed:
+        return None
+    wait = max(decision.reset_seconds, 1)
+    headers = getattr(request.state, "rate_limit_headers", {})
+    request.state.rate_limit_headers = {**headers, "Retry-After": str(wait)}
+    return (
+        f"limit exceeded: the {who.plan.value} plan allows {decision.limit} heavy calls "
+        "(eth_estimateUserOperationGas, eth_sendUserOperation, pm_*) per window per project; "
+        f"retry after {wait} s"
+    )
 
 
 async def _one(
@@ -228,6 +249,9 @@ async def _one(
     A database that cannot be reached is the exception: the whole request is answered 503
     with Retry-After (service/edge.py), which clients retry; sending it again is safe."""
     try:
+        refusal = await _heavy_refusal(request, who, payload)
+        if refusal is not None:
+            return limited(payload, refusal)
         return await _dispatch(request, who, chain, payload)
     except RpcTransportError as exc:
         # The node client logged the outage once; the call is told so, without a traceback.
@@ -285,7 +309,7 @@ async def _dispatch(
         if method == STATUS_METHOD and answer is not None and "result" in answer:
             await _with_origin(services, who, chain.chain_id, payload, answer["result"])
         if isinstance(method, str):
-            services.platform.meter.count_read(who, f"rpc:{method}"[:100], chain.chain_id)
+            services.platform.meter.count_read(who, usage_endpoint(chain, method), chain.chain_id)
         return answer
     accounting = RelayAccounting(
         services.store.ledger,
@@ -306,6 +330,13 @@ async def _dispatch(
         )
 
     return await chain.rpc.dispatch(payload, before_mempool=account)
+
+
+def usage_endpoint(chain: ChainRuntime, method: str) -> str:
+    """The name a call is counted under: `rpc:<method>` for the methods served, one
+    `rpc:unknown` for every other name (answered -32601), so made-up names cannot add a usage
+    row each."""
+    return f"rpc:{method}" if method in chain.rpc.methods else UNKNOWN_METHOD
 
 
 async def _paymaster(

@@ -36,7 +36,7 @@ from entryway.service.schemas import (
 )
 from entryway.service.schemas_approvals import ApprovalOut
 from entryway.service.services import Services
-from entryway.storage.apikeys import KeyInfo, LastAdminKeyError, UnknownKeyError
+from entryway.storage.apikeys import KeyInfo, KeyLimitError, LastAdminKeyError, UnknownKeyError
 from entryway.storage.approvals import Approvals
 from entryway.storage.store import Project
 
@@ -89,13 +89,17 @@ def platform_routes() -> APIRouter:
         who: AdminCaller, request: Request, response: Response, body: KeyCreate
     ) -> KeyCreated:
         """A new key with access to `chains` (within the project's and this key's), `service`
-        unless `role` says `admin`; the secret is in this answer only."""
+        unless `role` says `admin`; the secret is in this answer only. A project holding its
+        most active keys (ENTRYWAY_MAX_KEYS_PER_PROJECT) is answered 409 key_limit_reached."""
         store = services_of(request).store
         project = await store.project(who.project_id)
         chains = grantable(body.chains, project.chains, who)
-        issued = await store.issue_key(
-            who.project_id, body.environment, chains, datetime.now(UTC), role=body.role
-        )
+        try:
+            issued = await store.issue_key(
+                who.project_id, body.environment, chains, datetime.now(UTC), role=body.role
+            )
+        except KeyLimitError as exc:
+            raise Problem(409, "key_limit_reached", "API key limit reached", str(exc)) from None
         info = await store.api_keys.key(who.project_id, issued.key_id)
         no_store(response)
         return KeyCreated(**key_out(info).model_dump(), api_key=issued.secret)

@@ -398,6 +398,8 @@ class Settings(BaseSettings):
     database_url: SecretStr | None = None  # default: SQLite in data_dir
     redis_url: SecretStr | None = None  # shared rate limits; in memory without
     rate_limits: str = ""  # e.g. "FREE=10/second,PRO=100/second" over the defaults
+    heavy_rate_limits: str = ""  # estimation, sending, pm_* per project, over their defaults
+    max_keys_per_project: PositiveInt = 20  # active API keys a project may hold
     admin_token: SecretStr | None = None  # operator token for /v1/admin
     admin_token_file: Path | None = None  # default: <data_dir>/admin-token, made once
     metrics_token: SecretStr | None = None  # opens /metrics to scrapers off this host
@@ -414,7 +416,7 @@ class Settings(BaseSettings):
     log: LogSettings = Field(default_factory=LogSettings)
     chains: list[ChainSettings] = Field(default_factory=list)
 
-    @field_validator("rate_limits")
+    @field_validator("rate_limits", "heavy_rate_limits")
     @classmethod
     def _rate_limits(cls, value: str) -> str:
         for part in filter(None, (p.strip() for p in value.split(","))):

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, exists, insert, or_, select, true, update
+from sqlalchemy import ColumnElement, exists, func, insert, literal, or_, select, true, update
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -34,6 +34,7 @@ from entryway.errors import EntrywayError
 from entryway.storage.schema import api_keys, projects
 
 _ADMIN = KeyRole.ADMIN.value
+MAX_KEYS_PER_PROJECT = 20  # active keys, by default (ENTRYWAY_MAX_KEYS_PER_PROJECT)
 LAST_USE_EVERY_S = 60.0  # a key's last use is written at most this often by one process
 log = logging.getLogger(__name__)
 
@@ -115,9 +116,27 @@ def _leaves_an_admin() -> ColumnElement[bool]:
     )
 
 
+class KeyLimitError(EntrywayError):
+    """The project holds as many active keys as it may: revoke one before making another."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(
+            f"the project has {limit} active API keys, the most it may hold; "
+            "revoke one before creating another"
+        )
+        self.limit = limit
+
+
 class ApiKeyStore:
-    def __init__(self, engine: AsyncEngine, *, auth_cache_seconds: float) -> None:
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        *,
+        auth_cache_seconds: float,
+        max_active: int = MAX_KEYS_PER_PROJECT,
+    ) -> None:
         self.engine = engine
+        self.max_active = max_active
         # Authenticated keys, briefly: a revocation or change made through this process
         # applies at once; one made by another process within `auth_cache_seconds`.
         self._auth_cache: dict[str, tuple[float, Caller]] = {}
@@ -131,20 +150,44 @@ class ApiKeyStore:
         chains: Sequence[int],
         at: datetime,
         role: KeyRole,
+        *,
+        replacing: str | None = None,
+        capped: bool = True,
     ) -> IssuedKey:
+        """A new key, unless the project holds `max_active` active keys already (KeyLimitError),
+        `replacing` left out of the count: a rotation revokes it right after. `capped=False`
+        is the operator's way past the limit (a project whose keys are all service keys
+        gets an admin key back)."""
         key = issue(environment)
         async with self.engine.begin() as db:
-            await db.execute(
-                insert(api_keys).values(
-                    key_id=key.key_id,
-                    project_id=project_id,
-                    environment=environment.value,
-                    digest=key.digest,
-                    chains=chains_text(chains),
-                    created_at=at,
-                    role=role.value,
+            await _lock_project(db, project_id)
+            values = {
+                "key_id": key.key_id,
+                "project_id": project_id,
+                "environment": environment.value,
+                "digest": key.digest,
+                "chains": chains_text(chains),
+                "created_at": at,
+                "role": role.value,
+            }
+            active = (
+                select(func.count())
+                .select_from(api_keys)
+                .where(
+                    api_keys.c.project_id == project_id,
+                    api_keys.c.revoked_at.is_(None),
+                    api_keys.c.key_id != (replacing or ""),
                 )
+                .scalar_subquery()
             )
+            # Counted and inserted in one statement: on SQLite it runs under the write lock,
+            # on PostgreSQL under the project's row lock, so two issues never both see room.
+            row = select(*(literal(v, api_keys.c[k].type) for k, v in values.items()))
+            if capped:
+                row = row.where(active < self.max_active)
+            done = await db.execute(insert(api_keys).from_select(list(values), row))
+            if not done.rowcount:
+                raise KeyLimitError(self.max_active)
         return key
 
     async def keys(self, project_id: str) -> list[KeyInfo]:
@@ -289,6 +332,16 @@ def _mine(project_id: str | None, key_id: str) -> list[ColumnElement[bool]]:
 
 async def _row(db: AsyncConnection, where: Sequence[ColumnElement[bool]]) -> Any:
     return (await db.execute(select(api_keys).where(*where))).one_or_none()
+
+
+async def _lock_project(db: AsyncConnection, project_id: str) -> None:
+    """PostgreSQL: hold the project row until commit (SQLite's one writer needs no lock)."""
+    if db.dialect.name == "postgresql":
+        await db.execute(
+            select(projects.c.project_id)
+            .where(projects.c.project_id == project_id)
+            .with_for_update()
+        )
 
 
 async def _lock_project_of(db: AsyncConnection, key_id: str) -> None:

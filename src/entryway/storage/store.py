@@ -19,7 +19,7 @@ from entryway.domain.credits import CreditAccount, CreditLot, LotKind
 from entryway.domain.plans import PlanName
 from entryway.domain.plans import plan as plan_of
 from entryway.errors import EntrywayError
-from entryway.storage.apikeys import ApiKeyStore, KeyInfo
+from entryway.storage.apikeys import MAX_KEYS_PER_PROJECT, ApiKeyStore, KeyInfo
 from entryway.storage.apikeys import Caller as Caller  # where the service layer imports it
 from entryway.storage.apikeys import chains_text as _chains
 from entryway.storage.apikeys import parse_chains as _parse_chains
@@ -82,10 +82,18 @@ def project_from_row(r: Any) -> Project:
 
 
 class Store:
-    def __init__(self, engine: AsyncEngine, *, auth_cache_seconds: float = AUTH_CACHE_SECONDS):
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        *,
+        auth_cache_seconds: float = AUTH_CACHE_SECONDS,
+        max_keys_per_project: int = MAX_KEYS_PER_PROJECT,
+    ):
         self.engine = engine
         self.ledger = Ledger(engine)
-        self.api_keys = ApiKeyStore(engine, auth_cache_seconds=auth_cache_seconds)
+        self.api_keys = ApiKeyStore(
+            engine, auth_cache_seconds=auth_cache_seconds, max_active=max_keys_per_project
+        )
         self.signatures = SignatureStore(engine)  # the paymaster's, and the chains' events read
 
     async def create_user(self, email: str, at: datetime) -> str:
@@ -201,10 +209,16 @@ class Store:
         at: datetime,
         *,
         role: KeyRole = KeyRole.SERVICE,
+        replacing: str | None = None,
+        capped: bool = True,
     ) -> IssuedKey:
         """A new key, `service` unless `role` says otherwise (a project's first key is
-        issued `admin` by whoever creates the project)."""
-        return await self.api_keys.issue(project_id, environment, chains, at, role)
+        issued `admin` by whoever creates the project). KeyLimitError if the project holds
+        its most active keys already, not counting `replacing` (a key about to be revoked
+        for this one: a rotation); `capped=False` lifts the limit (the operator's routes)."""
+        return await self.api_keys.issue(
+            project_id, environment, chains, at, role, replacing=replacing, capped=capped
+        )
 
     async def keys(self, project_id: str) -> list[KeyInfo]:
         return await self.api_keys.keys(project_id)

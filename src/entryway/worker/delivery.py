@@ -7,9 +7,11 @@ timeout or a connection error is retried on the delivery schedule, and a deliver
 attempt fails disables its endpoint. Disabling raises an alert through the EndpointAlerts port.
 
 The HTTP client is expected to check destinations (entryway.worker.destinations): a refused
-one is logged as `refused`, "destination not allowed", with nothing sent and no detail of the
-address, so the log cannot tell a tenant which internal addresses or ports exist. It is retried
-like a failure (DNS may be corrected, or the operator may allow private destinations).
+one (a forbidden address, or a name that does not resolve) is logged as `refused`, with one
+text for every refusal and nothing sent, so the log cannot tell a tenant which internal names,
+addresses or ports exist; the operator's log keeps the reason. It is retried like a failure (DNS
+may be corrected, or the operator may allow private destinations). No error of the URL or the
+name ends the task abnormally: each is a failed attempt with a reason.
 """
 
 from __future__ import annotations
@@ -26,7 +28,6 @@ import httpx
 
 from entryway import __version__
 from entryway.domain.destinations import (
-    NOT_ALLOWED,
     PUBLIC_ONLY,
     DestinationNotAllowedError,
     DestinationPolicy,
@@ -48,6 +49,11 @@ from entryway.storage.webhook_log import DeliveryLog, DeliveryTarget
 from entryway.storage.webhooks import WebhookStore
 
 log = logging.getLogger("entryway.webhooks")
+
+# What the tenant's delivery log says of every refusal, whether the name does not resolve or
+# resolves to an address the policy forbids: telling them apart would let a tenant probe which
+# internal names exist. The operator's log has the detail.
+REFUSED = "destination not allowed or does not resolve"
 
 
 DeliveryFailed = Callable[[AttemptOutcome], None]  # an attempt did not deliver (a metric)
@@ -222,14 +228,22 @@ class WebhookDeliveryHandler:
                 follow_redirects=False,
             ) as response:
                 status = response.status_code
-        except DestinationNotAllowedError:
-            refused, error = True, NOT_ALLOWED
-        except httpx.InvalidURL:
+        except DestinationNotAllowedError as exc:
+            refused, error = True, REFUSED
+            log.info("webhook delivery %s refused: %s", target.delivery.delivery_id, exc)
+        except (httpx.InvalidURL, UnicodeError, ValueError) as exc:
+            # UnicodeError: httpx's IDNA check of a name registered before hosts were checked.
             error = "the URL is not valid"
+            log.info("webhook delivery %s: invalid URL: %s", target.delivery.delivery_id, exc)
         except httpx.TimeoutException:
             error = f"timed out after {self.settings.timeout:g} s"
         except httpx.HTTPError as exc:
             error = f"{type(exc).__name__}: {exc}".rstrip(": ")
+        except Exception:
+            # A failed attempt, retried and counted like any other: a crash here would leave
+            # the delivery pending for good and its endpoint never disabled.
+            error = "the request could not be made"
+            log.exception("webhook delivery %s failed unexpectedly", target.delivery.delivery_id)
         return _Answer(status, error, round((time.monotonic() - started) * 1000), refused)
 
     async def _charge(self, target: DeliveryTarget) -> None:

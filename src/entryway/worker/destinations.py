@@ -3,9 +3,11 @@ DNS, and connects only there.
 
 For each request the host is resolved once, here. Every address it resolves to is checked
 against the destination policy (entryway.domain.destinations); one refused address refuses the
-request, before any connection is made. The request then goes to a checked address, the first
-that accepts a connection, with the name kept in the Host header and as the TLS server name
-(SNI and the certificate check, through httpx's `sni_hostname` request extension). No second
+request, before any connection is made, and so does a name that gives no address (it does not
+resolve, the resolver fails or times out): to the tenant both read the same. The request then
+goes to a checked address, the first that accepts a connection, with the name kept in the Host
+header and as the TLS server name (SNI and the certificate check, through httpx's
+`sni_hostname` request extension). No second
 lookup happens, so a DNS answer that changes between the check and the connection (rebinding)
 changes nothing. Proxies from the environment are not used: they would connect elsewhere.
 
@@ -26,6 +28,7 @@ from entryway.domain.destinations import (
     PRIVATE_ALLOWED,
     PUBLIC_ONLY,
     Destination,
+    DestinationNotAllowedError,
     DestinationPolicy,
     IPAddress,
     check_destination,
@@ -51,6 +54,12 @@ def destination_policy_from_env(env: Mapping[str, str]) -> DestinationPolicy:
     if value not in _TRUE + _FALSE:
         raise ConfigurationError(f"{ALLOW_PRIVATE_ENV} is true or false, not {value!r}")
     return PRIVATE_ALLOWED if value in _TRUE else PUBLIC_ONLY
+
+
+class UnresolvedDestinationError(DestinationNotAllowedError):
+    """The host gave no address to check (unknown name, resolver error or timeout). It is a
+    refusal like a forbidden address, so a tenant cannot tell an internal name from an unknown
+    one; the message, with the detail, is for the operator's log only."""
 
 
 class GuardedTransport(httpx.AsyncBaseTransport):
@@ -91,22 +100,24 @@ class GuardedTransport(httpx.AsyncBaseTransport):
     async def _addresses(self, destination: Destination, request: httpx.Request) -> list[IPAddress]:
         if destination.address is not None:
             return [destination.address]  # a literal, checked with the URL
+        host = destination.host
         timeouts = request.extensions.get("timeout", {})
         try:
             async with asyncio.timeout(timeouts.get("connect")):
-                found = await self.resolver(destination.host, destination.port)
-        except TimeoutError:
-            raise httpx.ConnectTimeout("resolving the host timed out", request=request) from None
-        except OSError:
-            raise httpx.ConnectError("the host name does not resolve", request=request) from None
-        try:
+                found = await self.resolver(host, destination.port)
             addresses = [ip_address(a) for a in found]
-        except ValueError:
-            raise httpx.ConnectError("the resolver gave no address", request=request) from None
+        except TimeoutError:
+            raise UnresolvedDestinationError(f"resolving {host} timed out") from None
+        except (OSError, UnicodeError, ValueError) as exc:
+            # UnicodeError: the system resolver's IDNA codec refusing the name.
+            raise UnresolvedDestinationError(f"{host} does not resolve: {exc}") from None
         if not addresses:
-            raise httpx.ConnectError("the host name does not resolve", request=request)
+            raise UnresolvedDestinationError(f"{host} resolves to no address")
         for address in addresses:
-            self.policy.check_address(address)
+            try:
+                self.policy.check_address(address)
+            except DestinationNotAllowedError as exc:
+                raise DestinationNotAllowedError(f"{host} resolves to {address}: {exc}") from None
         return addresses
 
     async def aclose(self) -> None:

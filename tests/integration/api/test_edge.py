@@ -31,6 +31,7 @@ MIB = 1024 * 1024
 class RecordingBundler:
     def __init__(self) -> None:
         self.calls: list[Any] = []
+        self.methods: dict[str, Any] = {"eth_chainId": self.dispatch}  # what usage names
 
     async def dispatch(self, request: Any) -> dict[str, Any] | None:
         self.calls.append(request)

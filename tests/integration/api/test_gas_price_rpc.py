@@ -56,3 +56,24 @@ async def test_both_names_answer_tiers_and_are_counted_as_free_reads(served: Api
     for method in answers:
         assert groups[f"rpc:{method}"]["requests"] == 1
         assert groups[f"rpc:{method}"]["credits"] == 0
+
+
+async def test_unknown_methods_are_counted_under_one_name(served: Api) -> None:
+    """Each made-up method name is answered -32601 and counted, but all under `rpc:unknown`:
+    random names cannot fill the usage table and dashboard with a row each."""
+    names = [f"eth_madeUp{i}" for i in range(12)] + ["pm_notAMethod", "x" * 300]
+    for i, method in enumerate(names):
+        call = {"jsonrpc": "2.0", "id": i, "method": method, "params": []}
+        r = await served.client.post(f"/rpc/{CHAIN}", headers=served.auth(), json=call)
+        assert r.json()["error"]["code"] == -32601, r.text
+    known = {"jsonrpc": "2.0", "id": 99, "method": "eth_chainId", "params": []}
+    assert (
+        "result"
+        in (await served.client.post(f"/rpc/{CHAIN}", headers=served.auth(), json=known)).json()
+    )
+
+    usage = await served.client.get("/v1/usage?groupBy=endpoint", headers=served.auth())
+    groups = usage.json()["groups"]
+    assert groups["rpc:unknown"] == {**groups["rpc:unknown"], "requests": len(names), "credits": 0}
+    assert groups["rpc:eth_chainId"]["requests"] == 1
+    assert not [g for g in groups if g not in ("rpc:unknown", "rpc:eth_chainId")]

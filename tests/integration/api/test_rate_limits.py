@@ -1,4 +1,4 @@
-"""Rate limits per API key by plan: in memory, and shared through Redis (the machine's server;
+"""Rate limits per project by plan: in memory, and shared through Redis (the machine's server;
 skipped loudly without one, except under CI)."""
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ async def test_over_the_plan_limit_a_key_gets_429_with_retry_after(limited: Api)
     assert 1 <= int(r.headers["Retry-After"]) <= 60
     assert r.headers["RateLimit-Remaining"] == "0"
 
-    # Limits are per key, and follow the key's plan.
+    # Limits are per project, and follow its plan.
     _, other = await limited.new_project(PlanName.PRO, chains=(137,))
     for _ in range(5):
         assert (await limited.client.get("/v1/project", headers=limited.auth(other))).is_success

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 import pytest
+from sqlalchemy import update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from entryway.domain.destinations import PRIVATE_ALLOWED
@@ -23,6 +24,7 @@ from entryway.domain.webhooks import (
     WebhookVerificationError,
     verify_webhook,
 )
+from entryway.storage.schema import webhook_endpoints
 from entryway.storage.tasks import TaskQueue
 from entryway.storage.webhook_log import DeliveryLog
 from entryway.storage.webhooks import DELIVERY_TASK, WebhookStore
@@ -293,3 +295,34 @@ async def test_a_delivery_whose_worker_died_on_the_final_attempt_can_be_replayed
         assert await rig.worker.drain() == 1
         [delivery] = await rig.log.history(rig.project_id, replay.endpoint_id)
         assert delivery.state is DeliveryState.DELIVERED and len(receiver.received) == 4
+
+
+async def test_a_url_no_client_can_encode_fails_each_attempt_and_disables_the_endpoint(
+    rig: Rig,
+) -> None:
+    """A URL stored before hosts were checked (registration refuses it now) must not crash
+    the delivery: each attempt fails with a reason, and the schedule's end disables."""
+    endpoint_id = await rig.endpoint("http://hooks.example.org/f")
+    async with rig.engine.begin() as db:
+        await db.execute(
+            update(webhook_endpoints)
+            .where(webhook_endpoints.c.endpoint_id == endpoint_id)
+            .values(url="http://xn--localhost-:9999/f")
+        )
+    await rig.webhooks.emit(EventType.USEROP_INCLUDED, rig.project_id, INCLUDED)
+    for wait in (0, 1, 2, 3, 3600):
+        await rig.run_after(wait)
+
+    [delivery] = await rig.log.history(rig.project_id, endpoint_id)
+    assert delivery.state is DeliveryState.FAILED
+    assert [(a.outcome, a.error) for a in delivery.log] == [
+        (AttemptOutcome.FAILED, "the URL is not valid")
+    ] * 4
+    endpoint = await rig.webhooks.endpoint(rig.project_id, endpoint_id)
+    assert endpoint is not None and endpoint.disabled_reason is DisabledReason.FAILING
+    [(alerted, reason, detail)] = rig.alerts.raised
+    assert (alerted, reason) == (endpoint_id, DisabledReason.FAILING)
+    assert "the URL is not valid" in detail
+    assert delivery.task_id is not None
+    task = await TaskQueue(rig.engine).find(delivery.task_id)
+    assert task is not None and (task.attempts, task.error) == (4, "the URL is not valid")

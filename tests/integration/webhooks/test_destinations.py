@@ -24,6 +24,7 @@ from entryway.domain.webhooks import (
 from entryway.storage.tasks import TaskQueue
 from entryway.storage.webhook_log import DeliveryLog
 from entryway.storage.webhooks import WebhookStore
+from entryway.worker.delivery import REFUSED as REFUSAL
 from entryway.worker.delivery import DeliverySettings
 from entryway.worker.destinations import Resolver, system_resolver
 from entryway.worker.main import WorkerSettings, worker_for
@@ -46,6 +47,9 @@ REFUSED = [
     "http://10.0.0.5/hooks",
     "http://[::ffff:192.168.1.1]/hooks",
     "http://[fe80::1]/hooks",
+    "http://192.0.0.192/k",  # global by Python 3.11.7's ipaddress, not by IANA
+    "http://192.0.0.8/",
+    "http://192.88.99.1/",
 ]
 
 
@@ -61,6 +65,13 @@ async def test_urls_the_service_may_not_reach_are_refused_at_registration(api: A
     for url in REFUSED:
         body = {"url": url, "eventTypes": ["credits.low"]}
         assert_not_allowed(await api.client.post(endpoints, json=body, headers=api.auth()))
+    for url in ("http://xn--localhost-:9999/f", "http://-x.example.org/"):
+        invalid = await api.client.post(
+            endpoints, json={"url": url, "eventTypes": ["credits.low"]}, headers=api.auth()
+        )
+        assert invalid.status_code == 422, invalid.text
+        assert invalid.json()["code"] == "validation_error"
+        assert "not a valid host name" in invalid.json()["detail"]
     assert (await api.client.get(endpoints, headers=api.auth())).json() == {"endpoints": []}
 
     created = await api.client.post(
@@ -77,6 +88,8 @@ async def test_urls_the_service_may_not_reach_are_refused_at_registration(api: A
 
 
 def answering(table: dict[str, Sequence[str]]) -> Resolver:
+    """The system's DNS, but for the names in `table` (as /etc/hosts would answer them)."""
+
     async def resolve(host: str, port: int) -> Sequence[str]:
         if host in table:
             return table[host]
@@ -131,7 +144,7 @@ async def test_a_name_resolving_to_loopback_is_refused_at_delivery_and_nothing_c
         [attempt] = delivery.log
         attempts.append((attempt.outcome, attempt.status_code, attempt.error))
     # The open port and the closed one read the same: nothing to map internal services with.
-    assert attempts == [(AttemptOutcome.REFUSED, None, "destination not allowed")] * 2
+    assert attempts == [(AttemptOutcome.REFUSED, None, REFUSAL)] * 2
 
 
 async def test_localhost_registered_while_allowed_is_refused_once_the_opt_in_is_gone(
@@ -149,9 +162,7 @@ async def test_localhost_registered_while_allowed_is_refused_once_the_opt_in_is_
         [delivery] = await DeliveryLog(rig.engine).history(
             rig.project_id, created.endpoint.endpoint_id
         )
-        assert [(a.outcome, a.error) for a in delivery.log] == [
-            (AttemptOutcome.REFUSED, "destination not allowed")
-        ]
+        assert [(a.outcome, a.error) for a in delivery.log] == [(AttemptOutcome.REFUSED, REFUSAL)]
 
 
 async def test_with_the_opt_in_a_loopback_receiver_gets_its_event_under_its_name(
@@ -185,4 +196,29 @@ async def test_the_queue_keeps_a_refused_delivery_for_its_retries(rig: Rig) -> N
     assert delivery.task_id is not None
     task = await TaskQueue(rig.engine).find(delivery.task_id)
     assert task is not None and (task.state, task.attempts) == (TaskState.QUEUED, 1)
-    assert task.error == "destination not allowed"
+    assert task.error == REFUSAL
+
+
+async def test_an_internal_name_and_an_unknown_one_read_the_same_in_the_tenants_log(
+    rig: Rig, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Were an unknown name logged differently from one resolving to loopback, a tenant could
+    list the operator's internal names; the operator's own log keeps the difference."""
+    internal, unknown = "db.example.test", "no-such-host.invalid"  # RFC 6761: never resolves
+    dns = answering({internal: ["127.0.0.1"], "anycast.example.test": ["192.0.0.192"]})
+    urls = [f"http://{h}:5432/" for h in (internal, unknown, "anycast.example.test")]
+    store = rig.store(PUBLIC_ONLY)
+    created = [await store.create_endpoint(rig.project_id, u, ["credits.low"]) for u in urls]
+    with caplog.at_level("INFO", logger="entryway.webhooks"):
+        assert await rig.deliver(PUBLIC_ONLY, dns) == 3
+
+    log = DeliveryLog(rig.engine)
+    seen = []
+    for c in created:
+        [delivery] = await log.history(rig.project_id, c.endpoint.endpoint_id)
+        seen.extend((a.outcome, a.status_code, a.error) for a in delivery.log)
+    assert seen == [(AttemptOutcome.REFUSED, None, REFUSAL)] * 3
+    operator = caplog.text
+    assert f"{internal} resolves to 127.0.0.1" in operator
+    assert f"{unknown} does not resolve" in operator
+    assert "resolves to 192.0.0.192" in operator
