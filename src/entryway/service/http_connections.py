@@ -18,6 +18,7 @@ one socket read)."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 from collections import Counter
 from dataclasses import dataclass, field, fields
@@ -75,6 +76,7 @@ _ANSWERS = {
 }
 
 
+@functools.cache
 def refusal(status: int) -> bytes:
     """The whole answer to a connection refused at the edge: a problem, then the close."""
     title, code, detail = _ANSWERS[status]
