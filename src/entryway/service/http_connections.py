@@ -13,7 +13,9 @@ rest of what the client sends is never read.
 
 The parser is uvicorn's httptools one; its own buffering stays within the same bounds, since
 it is never given more than the head's limit (plus, for a request pipelined behind a body,
-one socket read)."""
+one socket read). A chunked body's framing (chunk sizes, extensions, trailer fields) may
+be no larger than the body plus the header limit, so that a trailer without end is refused
+like a head without end (431)."""
 
 from __future__ import annotations
 
@@ -117,6 +119,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         self._header_bytes = 0
         self._body_started = 0.0
         self._body_bytes = 0
+        self._body_wire_bytes = 0
 
     # ------------------------------------------------------------------ the connection
 
@@ -149,17 +152,38 @@ class GuardedHttpProtocol(HttpToolsProtocol):
 
     def data_received(self, data: bytes) -> None:
         while data and not self.transport.is_closing():
+            if not self._reading_head:
+                self._body_wire_bytes += len(data)
+                super().data_received(data)
+                if not self._reading_head and self._framing_bytes() > self._framing_allowed():
+                    self._refuse(431, awaiting_body=True)
+                return
             try:
-                take = self._head_room(data) if self._reading_head else len(data)
+                take = self._head_room(data)
             except _Refused as refused:
                 self._refuse(refused.status)
                 return
             super().data_received(data[:take] if take < len(data) else data)
+            if not self._reading_head:
+                # The head ended within this piece, somewhere: the rest of the piece is
+                # counted as the body's, the head's share of it too (at most its limit).
+                self._body_wire_bytes += take
             data = data[take:]
             full = self._header_bytes >= self.limits.max_header_bytes
             if self._reading_head and not self._line_open and full:
                 self._refuse(431)  # the limit reached and the head still open
                 return
+
+    def _framing_bytes(self) -> int:
+        """What a body's bytes on the wire hold besides the body: chunk sizes, chunk
+        extensions and trailer fields, which the parser buffers but no route reads."""
+        return self._body_wire_bytes - self._body_bytes
+
+    def _framing_allowed(self) -> int:
+        # As much as the body itself, and room for trailer fields as large as a head's
+        # header fields (twice: a head's last piece may be counted here too). Only a body
+        # cut into chunks of a byte or two passes it: no client sends one.
+        return 2 * self.limits.max_header_bytes + self._body_bytes
 
     def _head_room(self, data: bytes) -> int:
         """How much of `data` the parser may take while a head is read."""
@@ -203,7 +227,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         super().on_headers_complete()
         self._reading_head = False
         self._body_started = self.loop.time()
-        self._body_bytes = 0
+        self._body_bytes = self._body_wire_bytes = 0
         self._arm(self.limits.body_timeout_s, self._body_late)
 
     def on_body(self, body: bytes) -> None:
