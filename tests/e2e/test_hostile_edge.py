@@ -34,6 +34,7 @@ P99_MS = 200.0
 MIN_WATCH_S = 3.0  # the least time another client is watched for, attack or not
 MIB = 1024 * 1024
 CHUNK = 256 * 1024
+SENT_BOUND = 16 * MIB  # what a flood may send before the server's close stops it
 
 PROBER = r"""
 import http.client, json, socket, sys, threading, time
@@ -182,8 +183,11 @@ async def test_gigabyte_headers_are_refused_after_the_limit(server: Server) -> N
             flood(server.port, head + b"X-Big: ", big, 256 * MIB),
             flood(server.port, head + b"X-Big: " + b"b" * 40_000, b"", 0),  # then it waits
         )
+    print("sent before the close:", sorted(sent for sent, _ in results))
     for sent, answer in results:
-        assert sent < 64 * MIB, sent  # refused after kilobytes, not after the gigabyte
+        # Refused after the limit: what was sent beyond it is what the sockets' buffers
+        # took in before the close (about 4 MiB on loopback), never the gigabyte.
+        assert sent < SENT_BOUND, sent
         # A client still sending when the server closes gets a reset, which may take the
         # answer before it is read; one that stopped reads the 431.
         assert status_of(answer) in (431, None), answer[:200]
@@ -196,8 +200,9 @@ async def test_request_lines_of_tens_of_mebibytes_are_refused_at_once(server: Se
             *(flood(server.port, b"GET /", b"a" * CHUNK, 64 * MIB) for _ in range(3)),
             flood(server.port, b"GET /" + b"a" * 20_000, b"", 0),
         )
+    print("sent before the close:", sorted(sent for sent, _ in results))
     for sent, answer in results:
-        assert sent < 64 * MIB, sent
+        assert sent < SENT_BOUND, sent
         assert status_of(answer) in (414, None), answer[:200]
     assert status_of(results[-1][1]) == 414
 
@@ -225,9 +230,9 @@ async def test_2000_connections_stalled_mid_header_are_closed_at_the_timeout(
 
     async with watched(server):
         stalled = []
-        for _ in range(STALLED // 100):  # opened in waves, as a client with a pool would
-            stalled += [asyncio.create_task(stall()) for _ in range(100)]
-            await asyncio.sleep(0.01)
+        for _ in range(STALLED // 50):  # opened in waves over a second
+            stalled += [asyncio.create_task(stall()) for _ in range(50)]
+            await asyncio.sleep(0.025)
         results = await asyncio.gather(*stalled)
     lasted = sorted(t for t, _ in results)
     assert lasted[-1] < CLOSE_WITHIN_S, lasted[-10:]
