@@ -209,6 +209,24 @@ async def test_a_head_trickled_byte_by_byte_is_cut_off_at_the_header_timeout(por
     assert loop.time() - started < WAIT_S  # closed by the header timeout, not after the head
 
 
+async def test_blank_lines_trickled_between_requests_are_held_to_the_header_timeout(
+    port: int,
+) -> None:
+    conn = await connect(port)
+    await conn.send(get("/first"))
+    assert (await conn.answer())[0] == 200
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    try:
+        while not conn.reader.at_eof() and loop.time() - started < WAIT_S:
+            await conn.send(b"\r\n")  # before the keep-alive timeout, never a request
+            await asyncio.sleep(0.2)
+    except ConnectionError:
+        pass
+    assert await conn.closed()
+    assert loop.time() - started < WAIT_S
+
+
 async def test_a_body_slower_than_the_minimum_rate_is_answered_408(port: int) -> None:
     conn = await connect(port)
     await conn.send(b"POST /upload HTTP/1.1\r\nHost: t\r\nContent-Length: 100000\r\n\r\n")

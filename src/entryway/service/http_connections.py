@@ -158,6 +158,9 @@ class GuardedHttpProtocol(HttpToolsProtocol):
                 if not self._reading_head and self._framing_bytes() > self._framing_allowed():
                     self._refuse(431, awaiting_body=True)
                 return
+            if self._timer is None:
+                # A head's first bytes (the first request's clock runs from the connection).
+                self._arm(self.limits.header_timeout_s, self._head_late)
             try:
                 take = self._head_room(data)
             except _Refused as refused:
@@ -217,11 +220,6 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         self.transport.close()
 
     # ------------------------------------------------------------------ the parser's events
-
-    def on_message_begin(self) -> None:
-        super().on_message_begin()
-        if self._timer is None:  # a request after an idle keep-alive: its head starts now
-            self._arm(self.limits.header_timeout_s, self._head_late)
 
     def on_headers_complete(self) -> None:
         super().on_headers_complete()
