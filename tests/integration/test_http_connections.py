@@ -21,7 +21,7 @@ from starlette.types import Receive, Scope, Send
 from entryway.composition.serving import connection_limits
 from entryway.observability.operator_http import HttpAddress, serving
 from entryway.service.http_connections import ConnectionLimits, server_options
-from entryway.settings.loading import load_settings
+from entryway.settings.loading import SettingsError, load_settings
 
 LIMITS = ConnectionLimits(
     max_request_line_bytes=1024,
@@ -336,3 +336,21 @@ def test_the_limits_are_settings_of_the_http_table(monkeypatch: pytest.MonkeyPat
     chosen = connection_limits(load_settings(None))
     assert (chosen.max_header_bytes, chosen.header_timeout_s) == (2048, 2.5)
     assert chosen.max_connections_per_client == 7
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("ENTRYWAY_HTTP__HEADER_TIMEOUT_S", "0"),
+        ("ENTRYWAY_HTTP__MAX_REQUEST_LINE_BYTES", "16"),
+        ("ENTRYWAY_HTTP__MAX_CONNECTIONS", "-1"),
+    ],
+)
+def test_a_limit_out_of_bounds_stops_the_start(
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str
+) -> None:
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(SettingsError) as refused:
+        load_settings(None)
+    key = variable.removeprefix("ENTRYWAY_HTTP__").lower()
+    assert any(f"http.{key}" in problem for problem in refused.value.problems), refused.value
