@@ -284,6 +284,11 @@ async def test_keep_alive_serves_several_requests_then_closes_when_idle(port: in
     await conn.send(get("/one") + get("/two"))  # pipelined
     assert json.loads((await conn.answer())[2])["path"] == "/one"
     assert json.loads((await conn.answer())[2])["path"] == "/two"
+    upload = b"u" * 300_000  # given to the parser in slices, the request behind it whole
+    post = b"POST /big HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n\r\n" % len(upload)
+    await conn.send(post + upload + get("/after"))
+    assert json.loads((await conn.answer())[2]) == {"path": "/big", "received": len(upload)}
+    assert json.loads((await conn.answer())[2])["path"] == "/after"
     await asyncio.sleep(0.3)  # idle, but less than the keep-alive timeout
     await conn.send(get("/three"))
     assert json.loads((await conn.answer())[2])["path"] == "/three"

@@ -13,7 +13,7 @@ rest of what the client sends is never read.
 
 The parser is uvicorn's httptools one; its own buffering stays within the same bounds, since
 it is never given more than the head's limit (plus, for a request pipelined behind a body,
-one socket read). A chunked body's framing (chunk sizes, extensions, trailer fields) may
+64 KiB). A chunked body's framing (chunk sizes, extensions, trailer fields) may
 be no larger than the body plus the header limit, so that a trailer without end is refused
 like a head without end (431)."""
 
@@ -29,6 +29,8 @@ from typing import Any, ClassVar
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from entryway.errors import ConfigurationError
+
+BODY_SLICE = 64 * 1024  # what the parser is given at once of a body
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,11 +155,14 @@ class GuardedHttpProtocol(HttpToolsProtocol):
     def data_received(self, data: bytes) -> None:
         while data and not self.transport.is_closing():
             if not self._reading_head:
-                self._body_wire_bytes += len(data)
-                super().data_received(data)
+                # In slices: a head pipelined behind the body's end, fed before it is seen,
+                # escapes the head's count by no more than one slice.
+                piece, data = data[:BODY_SLICE], data[BODY_SLICE:]
+                self._body_wire_bytes += len(piece)
+                super().data_received(piece)
                 if not self._reading_head and self._framing_bytes() > self._framing_allowed():
                     self._refuse(431, awaiting_body=True)
-                return
+                continue
             if self._timer is None:
                 # A head's first bytes (the first request's clock runs from the connection).
                 self._arm(self.limits.header_timeout_s, self._head_late)
