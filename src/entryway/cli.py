@@ -134,7 +134,7 @@ def up(
     from fastapi import FastAPI
 
     from entryway.composition.embedded import run_embedded
-    from entryway.composition.serving import configure_process_logging, http_app
+    from entryway.composition.serving import configure_process_logging, http_app, uvicorn_options
     from entryway.devnet.devnet import claim_ports
     from entryway.service.services import Services
 
@@ -166,7 +166,7 @@ def up(
             yield
 
     api = http_app(settings, services, lifespan)
-    uvicorn.run(api, host=host, port=port, log_level="warning", log_config=None)
+    uvicorn.run(api, host=host, port=port, **uvicorn_options(settings))
 
 
 @app.command()
@@ -186,7 +186,7 @@ def api(
     from fastapi import FastAPI
 
     from entryway.composition import build_services
-    from entryway.composition.serving import configure_process_logging, http_app
+    from entryway.composition.serving import configure_process_logging, http_app, uvicorn_options
     from entryway.service.services import Services
 
     http = {k: v for k, v in (("host", host), ("port", port)) if v is not None}
@@ -202,9 +202,7 @@ def api(
             yield
 
     app_ = http_app(settings, services, lifespan)
-    uvicorn.run(
-        app_, host=settings.http.host, port=settings.http.port, log_level="warning", log_config=None
-    )
+    uvicorn.run(app_, host=settings.http.host, port=settings.http.port, **uvicorn_options(settings))
 
 
 app.command()(migrate)
@@ -324,7 +322,7 @@ def bundler(
     from entryway.bundler.states import BundlingMode
     from entryway.composition import request_limits
     from entryway.composition.leader import bundles_from_intake, lead_until_signalled
-    from entryway.composition.serving import configure_process_logging
+    from entryway.composition.serving import configure_process_logging, uvicorn_options
     from entryway.domain.entry_points import V08
     from entryway.observability.operator_http import HttpAddress
     from entryway.service.bundler_app import create_standalone_app
@@ -374,7 +372,7 @@ def bundler(
         deploy_entry_point=deploy_entry_point,
     )
     app = create_standalone_app(settings, limits)
-    uvicorn.run(app, host=host, port=port, log_level="warning", log_config=None)
+    uvicorn.run(app, host=host, port=port, **uvicorn_options(loaded))
 
 
 @app.command()

@@ -411,3 +411,54 @@ async def test_the_standalone_bundler_takes_a_chain_from_the_settings(deployed: 
             ]
     finally:
         await _stop(proc)
+
+
+EDGE = "[http]\nmax_request_line_bytes = 1024\nmax_header_bytes = 2048\nheader_timeout_s = 1.0"
+
+
+async def _raw(port: int, data: bytes) -> bytes:
+    """What the server answers `data` with before it closes (b"" for a bare close)."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(data)
+        return await asyncio.wait_for(reader.read(65536), 15)
+    finally:
+        writer.close()
+        await writer.wait_closed()
+
+
+async def _held_to_the_http_table(port: int) -> None:
+    long_line = await _raw(port, b"GET /" + b"a" * 1500 + b" HTTP/1.1\r\nHost: t\r\n\r\n")
+    assert long_line.startswith(b"HTTP/1.1 414 "), long_line[:100]
+    many = b"".join(b"X-P-%d: %s\r\n" % (i, b"p" * 100) for i in range(25))  # ~2.6 KiB
+    assert (await _raw(port, b"GET / HTTP/1.1\r\n" + many)).startswith(b"HTTP/1.1 431 ")
+    started = time.monotonic()
+    stalled = await _raw(port, b"GET / HTTP/1.1\r\nHost: t\r\n")
+    assert stalled.startswith(b"HTTP/1.1 408 "), stalled[:100]
+    assert time.monotonic() - started < 10  # the file's 1 s, not the default 10 s
+
+
+async def test_api_and_bundler_hold_connections_to_the_files_http_table(
+    deployed: Deployed,
+) -> None:
+    path = config(deployed, "edge", extra=EDGE)
+    code, out = await run("migrate", "--config", str(path))
+    assert code == 0, out
+    port = _free_port()
+    proc = await start_api(path, port)
+    try:
+        await _held_to_the_http_table(port)
+    finally:
+        await _stop(proc)
+
+    port = _free_port()
+    proc = await asyncio.create_subprocess_exec(
+        ENTRYWAY, "bundler", "--config", str(path), "--chain", str(CHAIN_ID),
+        "--port", str(port), stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL, env=_clean_environment(),
+    )  # fmt: skip
+    try:
+        await _until_healthy(proc, f"http://127.0.0.1:{port}/healthz")
+        await _held_to_the_http_table(port)
+    finally:
+        await _stop(proc)

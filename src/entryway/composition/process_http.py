@@ -29,6 +29,7 @@ from entryway.observability.metrics import ServiceMetrics
 from entryway.observability.operator_http import HttpAddress, serving
 from entryway.observability.readiness import Check, NotReadyError, Readiness
 from entryway.observability.redaction import public_url
+from entryway.service.http_connections import ConnectionLimits, server_options
 from entryway.service.metrics_scrape import ChainBundler, bundler_families, scraped_families
 from entryway.service.process_endpoint import ProcessProbe, process_app
 from entryway.settings.model import Settings
@@ -43,7 +44,9 @@ CACHE_S = 1.0  # a readiness run answers for this long: a takeover shows within 
 
 @asynccontextmanager
 async def operator_endpoint(probe: ProcessProbe, address: HttpAddress) -> AsyncIterator[None]:
-    async with serving(process_app(probe), address) as bound:
+    # The API's default connection limits: these ports answer probes and scrapes only.
+    options = server_options(ConnectionLimits())
+    async with serving(process_app(probe), address, options) as bound:
         log.info("operator endpoint on http://%s (/healthz, /readyz, /metrics)", bound)
         yield
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
+from typing import Any
 
 from fastapi import FastAPI
 from limits import parse as parse_rate
@@ -17,6 +18,7 @@ from entryway.domain.throttle import Rate
 from entryway.observability.logs import configure_logging
 from entryway.observability.metrics import ServiceMetrics
 from entryway.service.app import create_app
+from entryway.service.http_connections import ConnectionLimits, server_options
 from entryway.service.readiness_checks import ReadinessSettings
 from entryway.service.services import Services
 from entryway.settings.model import Settings
@@ -27,6 +29,30 @@ def readiness_settings(settings: Settings) -> ReadinessSettings:
     return ReadinessSettings(
         executor_min_wei=given.executor_min_wei, deposit_min_wei=given.deposit_min_wei
     )
+
+
+def connection_limits(settings: Settings) -> ConnectionLimits:
+    """`[http]`'s bounds on a connection (docs/security.md, "Connections")."""
+    given = settings.http
+    return ConnectionLimits(
+        max_request_line_bytes=given.max_request_line_bytes,
+        max_header_bytes=given.max_header_bytes,
+        header_timeout_s=given.header_timeout_s,
+        body_timeout_s=given.body_timeout_s,
+        body_min_rate=given.body_min_rate,
+        keep_alive_timeout_s=given.keep_alive_timeout_s,
+        max_connections=given.max_connections,
+        max_connections_per_client=given.max_connections_per_client,
+    )
+
+
+def uvicorn_options(settings: Settings) -> dict[str, Any]:
+    """What `uvicorn.run` takes besides the app and the address, for every API server."""
+    return {
+        **server_options(connection_limits(settings)),
+        "log_level": "warning",
+        "log_config": None,
+    }
 
 
 def http_app(

@@ -11,9 +11,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import uvicorn
 from starlette.types import ASGIApp
@@ -49,13 +50,21 @@ def _listening(address: HttpAddress) -> socket.socket:
 
 
 @asynccontextmanager
-async def serving(app: ASGIApp, address: HttpAddress) -> AsyncIterator[HttpAddress]:
-    """`app` served on `address` for the block's duration; yields where it listens (the port
-    chosen, for port 0)."""
+async def serving(
+    app: ASGIApp, address: HttpAddress, options: Mapping[str, Any] | None = None
+) -> AsyncIterator[HttpAddress]:
+    """`app` served on `address` for the block's duration, with `options` for uvicorn's
+    Config (the connection limits: `service.http_connections.server_options`); yields where
+    it listens (the port chosen, for port 0)."""
     sock = _listening(address)
     bound = HttpAddress(address.host, int(sock.getsockname()[1]))
     config = uvicorn.Config(
-        app, lifespan="off", log_level="warning", log_config=None, access_log=False
+        app,
+        lifespan="off",
+        log_level="warning",
+        log_config=None,
+        access_log=False,
+        **(options or {}),
     )
     server = _QuietServer(config)
     task = asyncio.create_task(server.serve(sockets=[sock]), name=f"operator-http {bound}")

@@ -53,9 +53,24 @@ def _address(value: str) -> str:
         raise ValueError("not a 20-byte hex address") from None
 
 
+Seconds = Annotated[float, Field(gt=0, le=86_400)]
+
+
 class HttpSettings(Section):
+    """Where the API listens, and what a connection may cost it before and while it sends a
+    request (docs/security.md, "Connections")."""
+
     host: str = "127.0.0.1"
     port: Annotated[int, Field(ge=0, le=65_535)] = 8000
+    max_request_line_bytes: Annotated[int, Field(ge=256)] = 8 * 1024  # else 414
+    max_header_bytes: Annotated[int, Field(ge=1024)] = 32 * 1024  # all header lines; else 431
+    header_timeout_s: Seconds = 10.0  # from connecting, or a request's first byte, to its head
+    body_timeout_s: Seconds = 30.0  # a body's time, plus a second per body_min_rate bytes
+    body_min_rate: PositiveInt = 1024  # bytes per second
+    keep_alive_timeout_s: Seconds = 5.0  # an idle connection between requests
+    max_connections: PositiveInt = 4096  # open at once, per process
+    max_connections_per_client: PositiveInt = 256  # open at once from one address
+
     # The address users reach the service at (e.g. https://aa.example.com behind a proxy):
     # links the dashboard hands out start with it. Unset: http://<host>:<port> served on.
     public_url: str | None = None
