@@ -16,6 +16,7 @@ every replica answers alike whichever one took the op.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime
@@ -102,11 +103,20 @@ class IntakeBundler(Bundler):
         config: BundlerConfig,
         *,
         intake: OpIntake,
+        on_written: Callable[[], None] | None = None,
     ) -> None:
         super().__init__(eth, executors, validator, config)
         self.intake = intake
+        # Told once an op is in the intake: a leader in this process bundles it without
+        # waiting for its next poll.
+        self.on_written = on_written
 
     async def _admit(self, entry: MempoolEntry, before_mempool: BeforeMempool | None) -> None:
+        await self._write(entry, before_mempool)
+        if self.on_written is not None:
+            self.on_written()
+
+    async def _write(self, entry: MempoolEntry, before_mempool: BeforeMempool | None) -> None:
         op_hash = to_hex(entry.user_op_hash)
         validation = outcome_to_json(entry.outcome)
         if before_mempool is not None:

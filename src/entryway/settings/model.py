@@ -19,7 +19,6 @@ from pydantic import (
     ConfigDict,
     Field,
     SecretStr,
-    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -239,11 +238,13 @@ class ChainSettings(Section):
 
     chain_id: PositiveInt
     rpc_urls: Annotated[list[SecretStr], Field(min_length=1)]  # failover, in this order
-    # How ops reach the chain: "in_process", a bundler in every serving process with the
-    # executor keys; "intake", written to the database for the elected `entryway bundler
-    # --chain N` leader (docs/deploy.md), the API then needing no executor key.
-    bundling: Literal["in_process", "intake"] = "in_process"
-    executor_key_files: list[Path]  # may be empty only with bundling = "intake"
+    # How ops reach the chain: always through the durable intake, for the chain's elected
+    # bundler leader (docs/bundler.md). Kept for config files that name it; "in_process",
+    # retired, is refused (`_bundling`).
+    bundling: Literal["intake"] = "intake"
+    # The leader's keys: needed where it runs (`entryway up`, `entryway serve`, `entryway
+    # bundler --chain N`); an API replica or a worker may go without.
+    executor_key_files: list[Path] = Field(default_factory=list)
     paymaster_signer_key_file: Path | None = None  # default: [paymaster] signer_key(_file)
     notary_submitter_key_file: Path
     # Where the contracts are: given, or derived from the owner `entryway deploy` used.
@@ -276,15 +277,17 @@ class ChainSettings(Section):
                 raise ValueError("each RPC URL starts with http:// or https://")
         return urls
 
-    @field_validator("executor_key_files")
+    @field_validator("bundling", mode="before")
     @classmethod
-    def _executors(cls, files: list[Path], info: ValidationInfo) -> list[Path]:
-        if not files and info.data.get("bundling", "in_process") == "in_process":
+    def _bundling(cls, value: object) -> object:
+        if value == "in_process":
             raise ValueError(
-                'give at least one executor key file (or bundling = "intake", where the '
-                "bundler leader holds them)"
+                'bundling = "in_process" is retired: every op now goes through the durable '
+                'intake; remove the key (or write "intake") and run the chain\'s bundler '
+                "leader: `entryway serve` runs it beside the API, or run `entryway bundler "
+                "--config FILE --chain N` (docs/deploy.md)"
             )
-        return files
+        return value
 
     @field_validator("deploy_owner", "price_feed")
     @classmethod
