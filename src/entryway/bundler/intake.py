@@ -1,6 +1,7 @@
-"""Bundling through the durable intake (`bundling = "intake"`): the API side.
+"""Bundling through the durable intake, the one path of every op the service accepts: the
+accepting side (an API replica, a worker's recovery step).
 
-Any API replica validates an op as the in-process bundler does (sanity, simulation,
+The accepting process validates an op as a bundler does (sanity, simulation,
 ERC-7562), then, instead of adding it to a mempool of its own, hands it to the intake in the
 database, for the chain's elected bundler leader (`bundler.leader`) to bundle. The row carries
 the validation and the head block it was made at: the leader admits a fresh one to its
@@ -19,7 +20,7 @@ import logging
 from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 from entryway.bundler.mempool import MempoolEntry
@@ -48,7 +49,8 @@ class IntakeAdmission:
     written: bool = False
 
 
-BLOCK_LEFT_THE_CHAIN = "its block left the chain"  # the reason the in-process bundler gives
+TRUST_OPEN = timedelta(seconds=60)  # see `IntakeBundler.unmined`
+BLOCK_LEFT_THE_CHAIN = "its block left the chain"  # the reason a bundler's mempool gives
 
 # Set only while a `before_mempool` hook of an intake admission runs (same task).
 admitting: ContextVar[IntakeAdmission | None] = ContextVar("intake_admitting", default=None)
@@ -68,6 +70,9 @@ class IntakeView(Protocol):
 
     @property
     def reason(self) -> str | None: ...
+
+    @property
+    def received_at(self) -> datetime: ...
 
 
 class OpIntake(Protocol):
@@ -150,6 +155,20 @@ class IntakeBundler(Bundler):
             return None
         return row.op
 
+    async def unmined(self, op_hash: bytes) -> bool:
+        """Open in the intake (the leader writes back the moment it sees the op mined), and
+        received recently: clients poll receipts hard, and one indexed read here spares the
+        node a head and a log query per EntryPoint."""
+        return await self._open_row(op_hash) is not None
+
+    async def _open_row(self, op_hash: bytes) -> IntakeView | None:
+        """The op's row while it is open and younger than TRUST_OPEN; an older open row (its
+        leader gone, perhaps) is checked on the chain instead."""
+        row = await self.intake.get(self.config.chain_id, to_hex(op_hash))
+        if row is None or row.status not in (OpStatus.PENDING, OpStatus.SUBMITTED):
+            return None
+        return row if datetime.now(UTC) - row.received_at < TRUST_OPEN else None
+
     async def _reorged_away(self, row: IntakeView) -> bool:
         """The leader saw the op mined (final for it: the row would say so forever), and the
         chain no longer has its bundle: a reorg took the block. An op merely older than the
@@ -159,6 +178,9 @@ class IntakeBundler(Bundler):
         return await self.eth.rpc.request("eth_getTransactionReceipt", [row.tx_hash]) is None
 
     async def status(self, op_hash: bytes) -> dict[str, Any]:
+        open_row = await self._open_row(op_hash)
+        if open_row is not None:  # as the intake says, without a node call
+            return _answer(open_row)
         receipt = await self.receipts.receipt(op_hash)
         if receipt is not None:
             status = OpStatus.INCLUDED if receipt["success"] else OpStatus.FAILED
@@ -171,9 +193,14 @@ class IntakeBundler(Bundler):
             return {"status": OpStatus.NOT_FOUND.value}
         if await self._reorged_away(row):
             return {"status": OpStatus.DROPPED.value, "reason": BLOCK_LEFT_THE_CHAIN}
-        out: dict[str, Any] = {"status": row.status.value}
-        if row.tx_hash:
-            out["transactionHash"] = row.tx_hash
-        if row.reason:
-            out["reason"] = row.reason
-        return out
+        return _answer(row)
+
+
+def _answer(row: IntakeView) -> dict[str, Any]:
+    """The op's status as its intake row says it."""
+    out: dict[str, Any] = {"status": row.status.value}
+    if row.tx_hash:
+        out["transactionHash"] = row.tx_hash
+    if row.reason:
+        out["reason"] = row.reason
+    return out
