@@ -184,7 +184,7 @@ def leader_chain(chain: PreparedChain) -> BundlerChain:
 
 
 async def lead_in_process(
-    engine: AsyncEngine,
+    database: AsyncEngine | str,
     chain: PreparedChain,
     stop: asyncio.Event,
     *,
@@ -193,12 +193,13 @@ async def lead_in_process(
 ) -> None:
     """The leader of `chain` beside the API and the worker of this process (`entryway up`,
     `entryway serve`), on their database, until `stop`. A leader that loses its lock (or
-    fails) stands by again, as a restarted `entryway bundler` would."""
+    fails) stands by again, as a restarted `entryway bundler` would. `database`: an engine
+    to share, or a URL for a pool of the leader's own."""
     chain_id = chain.settings.chain_id
     bundling = leader_chain(chain)
     while not stop.is_set():
         try:
-            await run_leader(engine, chain_id, bundling, stop, wake=wake, leadership=leadership)
+            await run_leader(database, chain_id, bundling, stop, wake=wake, leadership=leadership)
         except LeadershipLostError as exc:
             log.warning("%s; standing by again", exc)
         except Exception:

@@ -153,7 +153,7 @@ async def build_services(
             seam = bundler or intake_bundler(engine, wake)
             runtime = await _chain_runtime(stack, chain, seam)
             if lead:
-                _leader(stack, engine, chain, wake)
+                _leader(stack, _leader_database(engine, settings), chain, wake)
             services.chains[chain.settings.chain_id] = runtime
             await _follow_price_feed(stack, services, chain, runtime.eth)
         settler = await _paymaster(stack, services, store, events, prepared, settings, serving)
@@ -182,13 +182,27 @@ def request_limits(settings: Settings) -> RequestLimits:
 ChainBundler = Callable[[AsyncExitStack, EthClient, PreparedChain], Awaitable[BundlerRpc]]
 
 
+def _leader_database(engine: AsyncEngine, settings: Settings) -> AsyncEngine | str:
+    """Where the leader of this process reads and writes the intake. PostgreSQL: a pool of
+    its own from the URL, as an `entryway bundler` process has (sharing the API's, the
+    leader and the requests would queue for each other's connections). SQLite: the
+    services' engine, its one connection (a second connection in the process would make the
+    API's read-then-write transactions fail whenever the leader commits in between)."""
+    if engine.dialect.name == "postgresql":
+        return database_url(settings)
+    return engine
+
+
 def _leader(
-    stack: AsyncExitStack, engine: AsyncEngine, chain: PreparedChain, wake: asyncio.Event | None
+    stack: AsyncExitStack,
+    database: AsyncEngine | str,
+    chain: PreparedChain,
+    wake: asyncio.Event | None,
 ) -> None:
     """The chain's bundler leader in this process until the stack closes; it stops first
     (its bundles out, its lock released) while the database is still there."""
     stop = asyncio.Event()
-    task = asyncio.ensure_future(lead_in_process(engine, chain, stop, wake=wake))
+    task = asyncio.ensure_future(lead_in_process(database, chain, stop, wake=wake))
 
     async def stopped() -> None:
         stop.set()
