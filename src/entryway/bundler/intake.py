@@ -56,6 +56,22 @@ BLOCK_LEFT_THE_CHAIN = "its block left the chain"  # the reason a bundler's memp
 admitting: ContextVar[IntakeAdmission | None] = ContextVar("intake_admitting", default=None)
 
 
+class IntakeStateView(Protocol):
+    """Where an op stands in the intake, as a status or receipt poll reads it."""
+
+    @property
+    def status(self) -> OpStatus: ...
+
+    @property
+    def tx_hash(self) -> str | None: ...
+
+    @property
+    def reason(self) -> str | None: ...
+
+    @property
+    def received_at(self) -> datetime: ...
+
+
 class IntakeView(Protocol):
     """An intake row as this side reads it."""
 
@@ -92,6 +108,10 @@ class OpIntake(Protocol):
     ) -> None: ...
 
     async def get(self, chain_id: int, user_op_hash: str) -> IntakeView | None: ...
+
+    async def state(self, chain_id: int, user_op_hash: str) -> IntakeStateView | None:
+        """The op's state alone; reads of many polls at once may share one query."""
+        ...
 
 
 class IntakeBundler(Bundler):
@@ -161,10 +181,10 @@ class IntakeBundler(Bundler):
         node a head and a log query per EntryPoint."""
         return await self._open_row(op_hash) is not None
 
-    async def _open_row(self, op_hash: bytes) -> IntakeView | None:
-        """The op's row while it is open and younger than TRUST_OPEN; an older open row (its
+    async def _open_row(self, op_hash: bytes) -> IntakeStateView | None:
+        """The op's state while it is open and younger than TRUST_OPEN; an older open row (its
         leader gone, perhaps) is checked on the chain instead."""
-        row = await self.intake.get(self.config.chain_id, to_hex(op_hash))
+        row = await self.intake.state(self.config.chain_id, to_hex(op_hash))
         if row is None or row.status not in (OpStatus.PENDING, OpStatus.SUBMITTED):
             return None
         return row if datetime.now(UTC) - row.received_at < TRUST_OPEN else None
@@ -196,7 +216,7 @@ class IntakeBundler(Bundler):
         return _answer(row)
 
 
-def _answer(row: IntakeView) -> dict[str, Any]:
+def _answer(row: IntakeView | IntakeStateView) -> dict[str, Any]:
     """The op's status as its intake row says it."""
     out: dict[str, Any] = {"status": row.status.value}
     if row.tx_hash:
