@@ -103,5 +103,15 @@ async def test_an_op_accepted_just_before_a_sigkill_is_included_after_the_restar
         assert seen[-1] == "included", seen
         states = await settled(tmp_path, op_hash)
         assert states and "settled" in states, states
+        async with httpx.AsyncClient(base_url=url) as http:
+            # The leader runs in this process: its executors and bundles are reported here.
+            ready = (await http.get("/readyz")).json()
+            assert f"chain.{CHAIN}.executors" in ready["checks"], ready
+            metrics = (await http.get("/metrics")).text
+        sent = [
+            line for line in metrics.splitlines()
+            if line.startswith(f'entryway_bundles_sent_total{{chain="{CHAIN}"}}')
+        ]  # fmt: skip
+        assert sent and float(sent[0].split()[-1]) >= 1, sent
     finally:
         await stop(proc)

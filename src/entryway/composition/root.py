@@ -37,7 +37,7 @@ from entryway.composition.events import (
     reorged_events,
     unsent_events,
 )
-from entryway.composition.leader import lead_in_process
+from entryway.composition.leader import Leadership, lead_in_process
 from entryway.domain.notarization import NotarySettings
 from entryway.domain.token_prices import NativeTokenPrices
 from entryway.notary.anchor import Anchorer
@@ -150,10 +150,11 @@ async def build_services(
             _background(stack, _close_cycles_forever(services))
         for chain in prepared:
             wake = asyncio.Event() if lead else None
+            leadership = Leadership(chain.settings.chain_id) if lead else None
             seam = bundler or intake_bundler(engine, wake)
-            runtime = await _chain_runtime(stack, chain, seam)
-            if lead:
-                _leader(stack, _leader_database(engine, settings), chain, wake)
+            runtime = await _chain_runtime(stack, chain, seam, leadership)
+            if leadership is not None:
+                _leader(stack, _leader_database(engine, settings), chain, wake, leadership)
             services.chains[chain.settings.chain_id] = runtime
             await _follow_price_feed(stack, services, chain, runtime.eth)
         settler = await _paymaster(stack, services, store, events, prepared, settings, serving)
@@ -198,11 +199,14 @@ def _leader(
     database: AsyncEngine | str,
     chain: PreparedChain,
     wake: asyncio.Event | None,
+    leadership: Leadership,
 ) -> None:
     """The chain's bundler leader in this process until the stack closes; it stops first
     (its bundles out, its lock released) while the database is still there."""
     stop = asyncio.Event()
-    task = asyncio.ensure_future(lead_in_process(database, chain, stop, wake=wake))
+    task = asyncio.ensure_future(
+        lead_in_process(database, chain, stop, wake=wake, leadership=leadership)
+    )
 
     async def stopped() -> None:
         stop.set()
@@ -216,13 +220,16 @@ def _leader(
 
 
 async def _chain_runtime(
-    stack: AsyncExitStack, chain: PreparedChain, bundler: ChainBundler
+    stack: AsyncExitStack,
+    chain: PreparedChain,
+    bundler: ChainBundler,
+    leadership: Leadership | None,
 ) -> ChainRuntime:
     urls, chain_id = chain.settings.urls(), chain.settings.chain_id
     rpc = await stack.enter_async_context(JsonRpcClient(urls, chain_id=chain_id))
     eth = EthClient(rpc)
     port = await bundler(stack, eth, chain)
-    return ChainRuntime(chain.settings.chain_id, rpc.url, chain.deployment, port, eth)
+    return ChainRuntime(chain_id, rpc.url, chain.deployment, port, eth, leader=leadership)
 
 
 async def _paymaster(

@@ -57,7 +57,7 @@ async def scraped_families(services: Services) -> list[Metric]:
 
 def _chain_families(services: Services) -> list[Metric]:
     families = bundler_families(
-        ChainBundler(chain_id, chain.rpc.bundler, chain.eth)
+        ChainBundler(chain_id, chain.bundling, chain.eth)
         for chain_id, chain in sorted(services.chains.items())
     )
     deposit = GaugeMetricFamily(
