@@ -1,6 +1,7 @@
 """Multi-process benchmark: the bundler workload through `entryway api` and an `entryway
-bundler` leader on PostgreSQL, next to the standalone bundler; and API throughput with 1, 2
-and 4 `entryway api` replicas.
+bundler` leader on PostgreSQL, and through `entryway serve` (API, worker and leader in one
+process), next to the standalone bundler; and API throughput with 1, 2 and 4 `entryway api`
+replicas.
 
 Method (`bench/multiprocess.py`): every process is a real subprocess started by the bench
 (bench/processes.py): a plain anvil 1.7.1 with 1 s blocks, Entryway deployed on it by
@@ -12,10 +13,12 @@ Bundling: the workload of bench/bundler.py, driven by its own code (50 SimpleAcc
 deployed and funded in an unmeasured warm-up, each sending 4 sequential self-paid transfers:
 send, poll the receipt every 0.1 s, send the next; all 50 at once), sent to one `entryway api
 --config` replica's `/rpc/80002` (the API validates each op and writes it to the intake)
-with one `entryway bundler --config --chain 80002` leader holding 4 executor keys. In the
-same invocation, the standalone bundler (`entryway bundler --rpc-url`, bench/bundler.py's
-run) takes the same workload on its own devnet, so both columns come from the same machine
-and minutes. CPU per process is measured over the whole workload, warm-up included.
+with one `entryway bundler --config --chain 80002` leader holding 4 executor keys; then, on a
+new cluster, to one `entryway serve --config` process holding the same 4 keys (its leader
+woken by each op the API writes). In the same invocation, the standalone bundler
+(`entryway bundler --rpc-url`, bench/bundler.py's run) takes the same workload on its own
+devnet, so the columns come from the same machine and minutes. CPU per process is measured
+over the whole workload, warm-up included.
 
 API replicas: `GET /get-sdk-defaults?chainId=80002` with one API key (auth, shared rate
 limit in Redis, chain access, metering), as bench/api.py asks it, from this process over
@@ -123,6 +126,36 @@ async def multiprocess_bundling(args: argparse.Namespace) -> dict[str, Any]:
     return {**result, "cpu": use, "sessions": sampled}
 
 
+async def one_process_bundling(args: argparse.Namespace) -> dict[str, Any]:
+    """The same workload through `entryway serve`: API, worker and leader in one process."""
+    with tempfile.TemporaryDirectory() as tmp:
+        async with (
+            Cluster(Path(tmp), CHAIN_ID, BLOCK_S) as cluster,
+            JsonRpcClient(cluster.rpc_url) as rpc,
+        ):
+            eth = EthClient(rpc)
+            keys = [Account.create() for _ in range(args.executors)]
+            for key in keys:
+                await rpc.request("anvil_setBalance", [key.address, hex(1000 * ETHER)])
+            factory = bundler.FACTORY.bytecode + bytes(12) + address_bytes(cluster.entry_point)
+            plan = plan_contract("simple", "SimpleAccountFactory", ENTRYWAY_SALT, factory)
+            operator = Account.from_key(cluster.operator)
+            await ContractDeployer(eth, Transactor(eth, operator, CHAIN_ID)).ensure(plan)
+            base = await cluster.serve("serve", [k.key.hex() for k in keys])
+            url = f"{base}/rpc/{CHAIN_ID}?apikey={cluster.api_key}"
+            bench = bundler.Bench(eth, url, cluster.entry_point, plan.address)
+            try:
+                pids = {
+                    "serve": [cluster.procs["serve"].pid],
+                    "anvil": [cluster.procs["anvil"].pid],
+                    "postgresql (this database's backends)": await cluster.backends(),
+                }
+                result, use = await cpu_use(pids, bundler.inclusion([bench], args))
+            finally:
+                await bench.bundler.aclose()
+    return {**result, "cpu": use}
+
+
 async def standalone_bundling(args: argparse.Namespace) -> dict[str, Any]:
     return await bundler.run(argparse.Namespace(**{**vars(args), "validate": 0}))
 
@@ -198,16 +231,21 @@ def cores(use: dict[str, float]) -> str:
 
 
 def report(
-    standalone: dict[str, Any], multi: dict[str, Any], replicas: list[dict[str, Any]], meta: str
+    standalone: dict[str, Any],
+    multi: dict[str, Any],
+    one: dict[str, Any],
+    replicas: list[dict[str, Any]],
+    meta: str,
 ) -> list[str]:
     def both(key: str, form: str) -> str:
-        return f"{form.format(standalone[key])} | {form.format(multi[key])}"
+        return " | ".join(form.format(run[key]) for run in (standalone, multi, one))
 
     lines = [
         meta,
         "",
-        "| figure | standalone `entryway bundler` | `entryway api` (intake) + leader |",
-        "|---|---|---|",
+        "| figure | standalone `entryway bundler` | `entryway api` (intake) + leader | "
+        "`entryway serve` (one process) |",
+        "|---|---|---|---|",
         f"| ops included | {both('ops', '{}')} |",
         f"| included ops/s | {both('included_ops_per_s', '{:.1f}')} |",
         f"| send-to-receipt p50 | {both('p50_s', '{:.2f} s')} |",
@@ -216,7 +254,8 @@ def report(
         f"| ops per bundle | {both('ops_per_bundle', '{:.1f}')} |",
         f"| bundle gas per op | {both('gas_per_op', '{:,.0f}')} |",
         "",
-        f"CPU over the multi-process run, in cores: {cores(multi['cpu'])}. PostgreSQL "
+        f"CPU over the multi-process run, in cores: {cores(multi['cpu'])}; over the "
+        f"one-process run: {cores(one['cpu'])}. PostgreSQL "
         "sessions of the run's database, sampled every 20 ms, on average: "
         + ", ".join(f"{k} {v:.1f}" for k, v in multi["sessions"].items())
         + ".",
@@ -244,6 +283,8 @@ async def main(args: argparse.Namespace) -> list[str]:
     print("standalone:", standalone, flush=True)
     multi = await multiprocess_bundling(args)
     print("multi-process:", multi, flush=True)
+    one = await one_process_bundling(args)
+    print("one process:", one, flush=True)
     replicas = await api_replicas(args)
     load_after = os.getloadavg()
     meta = (
@@ -252,7 +293,7 @@ async def main(args: argparse.Namespace) -> list[str]:
         f"{args.concurrency} connections, {args.seconds:.0f} s per API run. Load average "
         f"(1 min) {load_before[0]:.2f} before, {load_after[0]:.2f} after."
     )
-    return report(standalone, multi, replicas, meta)
+    return report(standalone, multi, one, replicas, meta)
 
 
 if __name__ == "__main__":

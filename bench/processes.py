@@ -171,6 +171,16 @@ class Cluster:
         await self._until(lambda http: http.get(f"{base}/healthz"), proc)
         return base
 
+    async def serve(self, name: str, executor_keys: list[str]) -> str:
+        """`entryway serve --config`: the API, the worker and the chain's leader in one
+        process, on this cluster's database; its base URL once it is healthy."""
+        port = free_port()
+        config = self.config(name, executor_keys)
+        proc = await self.spawn(name, "serve", "--config", str(config), "--port", str(port))
+        base = f"http://127.0.0.1:{port}"
+        await self._until(lambda http: http.get(f"{base}/healthz"), proc)
+        return base
+
     async def bundler(self, executor_keys: list[str]) -> None:
         """The chain's `entryway bundler --config --chain N`; returns once it leads."""
         config = self.config("bundler", executor_keys)

@@ -123,7 +123,8 @@ def up(
     ] = True,
     config: ConfigFile = None,
 ) -> None:
-    """Run the embedded default: devnets with every contract, the API and a bundler per chain.
+    """Run the embedded default: devnets with every contract, the API, the worker and each
+    chain's bundler leader in one process, over one durable intake.
 
     State lives in the data dir (SQLite unless the settings name a database); the devnet
     becomes the settings' chains. `<data-dir>/demo.json` holds a demo project's API keys.
@@ -178,7 +179,9 @@ def api(
     """Serve the REST API and JSON-RPC for the configured chains (one replica of many).
 
     The start checks run first (`entryway config check`); the schema must be in place
-    (`entryway migrate`). Durable tasks run in `entryway worker` processes.
+    (`entryway migrate`). Accepted ops go to the durable intake, bundled by each chain's
+    `entryway bundler --config FILE --chain N` leader; durable tasks run in `entryway worker`
+    processes. For all of it in one process: `entryway serve`.
     """
     from contextlib import asynccontextmanager
 
@@ -203,6 +206,50 @@ def api(
 
     app_ = http_app(settings, services, lifespan)
     uvicorn.run(app_, host=settings.http.host, port=settings.http.port, **uvicorn_options(settings))
+
+
+@app.command()
+def serve(
+    config: ConfigFile = None,
+    host: Annotated[str | None, typer.Option(help="Interface; default: http.host.")] = None,
+    port: Annotated[int | None, typer.Option(help="Port; default: http.port.")] = None,
+) -> None:
+    """Serve the configured chains from one process: the API, the worker and each chain's
+    bundler leader, over one database (SQLite in data_dir unless database_url names one).
+
+    The schema is brought up to date, then the start checks run; each chain needs its
+    executor keys. Ops whose hash was returned survive a crash: they are in the intake.
+    """
+    from contextlib import asynccontextmanager
+
+    import uvicorn
+    from fastapi import FastAPI
+
+    from entryway.composition.one_process import leaderless, running_in_one_process
+    from entryway.composition.serving import configure_process_logging, http_app
+    from entryway.service.services import Services
+    from entryway.settings.commands import fail, migrate_schema
+
+    http = {k: v for k, v in (("host", host), ("port", port)) if v is not None}
+    settings = settings_of(config, http=http)
+    configure_process_logging(settings)
+    migrate_schema(settings)
+    prepared = checked_chains(settings)
+    if leaderless(prepared):
+        fail(leaderless(prepared))
+    services = Services()
+
+    @asynccontextmanager
+    async def lifespan(app_: FastAPI):  # type: ignore[no-untyped-def]
+        metrics = app_.state.metrics
+        async with running_in_one_process(settings, services, prepared, metrics=metrics):
+            typer.secho(f"API        http://{settings.http.host}:{settings.http.port}")
+            yield
+
+    app_ = http_app(settings, services, lifespan)
+    uvicorn.run(
+        app_, host=settings.http.host, port=settings.http.port, log_level="warning", log_config=None
+    )
 
 
 app.command()(migrate)
@@ -310,7 +357,7 @@ def bundler(
     ] = False,
     http_port: Annotated[
         int | None,
-        typer.Option(help="With --chain of an intake chain: serve /healthz, /readyz, /metrics."),
+        typer.Option(help="With --chain: serve /healthz, /readyz, /metrics."),
     ] = None,
     http_host: Annotated[str, typer.Option(help="The interface of --http-port.")] = "127.0.0.1",
 ) -> None:
@@ -321,7 +368,7 @@ def bundler(
     from entryway.bundler.standalone import StandaloneSettings, read_executor_keys
     from entryway.bundler.states import BundlingMode
     from entryway.composition import request_limits
-    from entryway.composition.leader import bundles_from_intake, lead_until_signalled
+    from entryway.composition.leader import lead_until_signalled
     from entryway.composition.serving import configure_process_logging, uvicorn_options
     from entryway.domain.entry_points import V08
     from entryway.observability.operator_http import HttpAddress
@@ -333,15 +380,12 @@ def bundler(
     fee_rules = None
     default_entry_point = V08.address
     if chain is not None:
+        # The chain's leader or a standby, bundling the service's intake.
         configured = bundler_chain(config, chain)
-        if bundles_from_intake(settings_of(config), chain):  # leader or standby
-            http = None if http_port is None else HttpAddress(http_host, http_port)
-            _run(lead_until_signalled(settings_of(config), chain, configured, http))
-            return
-        urls: str | tuple[str, ...] = configured.rpc_urls
-        keys, default_entry_point = configured.executor_keys, configured.entry_point
-        fee_rules = configured.fee_rules
-    elif rpc_url is None or not executor_key_file:
+        http = None if http_port is None else HttpAddress(http_host, http_port)
+        _run(lead_until_signalled(settings_of(config), chain, configured, http))
+        return
+    if rpc_url is None or not executor_key_file:
         typer.secho("error: give --chain N, or --rpc-url and --executor-key-file", err=True)
         raise typer.Exit(CONFIG_EXIT)
     else:
@@ -352,7 +396,7 @@ def bundler(
             typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
             raise typer.Exit(1) from None
     if http_port is not None:  # this bundler answers /healthz on --port
-        typer.secho("error: --http-port is for a chain whose bundling is intake", err=True)
+        typer.secho("error: --http-port is for a configured chain's leader (--chain N)", err=True)
         raise typer.Exit(CONFIG_EXIT)
     served = entry_point or [default_entry_point]
     settings = StandaloneSettings(

@@ -332,7 +332,7 @@ async def test_http_port_is_refused_where_it_is_not_served(
         "bundler", "--rpc-url", deployed.rpc_url, "--executor-key-file", str(key_file),
         "--http-port", "0",
     )  # fmt: skip
-    assert code == 2 and "--http-port is for a chain whose bundling is intake" in out, out
+    assert code == 2 and "--http-port is for a configured chain's leader (--chain N)" in out, out
     database = f"sqlite+aiosqlite:///{tmp_path / 'deliveries.sqlite'}"
     code, out = await run("worker", "--database-url", database, "--http-port", "0")
     assert code == 2 and "--http-port: serve it from a worker with chains" in out, out

@@ -1,5 +1,7 @@
-"""A chain's `bundling` setting: in-process by default; with "intake" the API process needs
-no executor key (the chain's bundler leader holds them)."""
+"""A chain's `bundling` setting: every op goes through the durable intake, so "intake" is the
+default and the only value; a config file still naming the retired "in_process" is refused
+with what to do instead. Executor keys are for wherever the chain's leader runs: an API
+replica's settings may leave them out."""
 
 from __future__ import annotations
 
@@ -11,24 +13,27 @@ from tests.unit.test_settings import chain_table, clean_environment, problems, w
 __all__ = ["clean_environment"]  # the autouse fixture, applied here too
 
 
-def test_bundling_is_in_process_unless_set(tmp_path: Path) -> None:
+def test_bundling_is_the_intake_whether_named_or_not(tmp_path: Path) -> None:
     settings = load_settings(write(tmp_path, chain_table(tmp_path)))
-    assert settings.chains[0].bundling == "in_process"
-    intake = load_settings(write(tmp_path, chain_table(tmp_path, extra='bundling = "intake"')))
-    assert intake.chains[0].bundling == "intake"
+    assert settings.chains[0].bundling == "intake"
+    named = load_settings(write(tmp_path, chain_table(tmp_path, extra='bundling = "intake"')))
+    assert named.chains[0].bundling == "intake"
 
 
-def test_only_intake_bundling_goes_without_executor_keys(tmp_path: Path) -> None:
+def test_the_retired_in_process_bundling_is_refused_with_what_to_do(tmp_path: Path) -> None:
+    [problem] = problems(write(tmp_path, chain_table(tmp_path, extra='bundling = "in_process"')))
+    assert problem.startswith("chains[0].bundling: ")
+    assert 'bundling = "in_process" is retired' in problem
+    assert "entryway serve" in problem and "entryway bundler" in problem
+    assert problems(write(tmp_path, chain_table(tmp_path, extra='bundling = "elsewhere"')))
+
+
+def test_executor_keys_may_be_left_to_the_leader_s_settings(tmp_path: Path) -> None:
     without = chain_table(tmp_path).replace(
         f'executor_key_files = ["{tmp_path / "keys" / "executor.key"}"]', "executor_key_files = []"
     )
     assert "executor_key_files = []" in without
-    [problem] = problems(write(tmp_path, without))
-    assert problem.startswith("chains[0].executor_key_files: ")
-    assert 'bundling = "intake"' in problem
-    api_only = load_settings(write(tmp_path, without + 'bundling = "intake"\n'))
-    assert api_only.chains[0].executor_key_files == []
-    assert problems(write(tmp_path, chain_table(tmp_path, extra='bundling = "elsewhere"')))
+    assert load_settings(write(tmp_path, without)).chains[0].executor_key_files == []
 
 
 def test_the_executor_watch_defaults_to_the_readiness_floor_and_no_top_up(

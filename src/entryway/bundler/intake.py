@@ -1,6 +1,7 @@
-"""Bundling through the durable intake (`bundling = "intake"`): the API side.
+"""Bundling through the durable intake, the one path of every op the service accepts: the
+accepting side (an API replica, a worker's recovery step).
 
-Any API replica validates an op as the in-process bundler does (sanity, simulation,
+The accepting process validates an op as a bundler does (sanity, simulation,
 ERC-7562), then, instead of adding it to a mempool of its own, hands it to the intake in the
 database, for the chain's elected bundler leader (`bundler.leader`) to bundle. The row carries
 the validation and the head block it was made at: the leader admits a fresh one to its
@@ -16,9 +17,10 @@ every replica answers alike whichever one took the op.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 from entryway.bundler.mempool import MempoolEntry
@@ -47,10 +49,27 @@ class IntakeAdmission:
     written: bool = False
 
 
-BLOCK_LEFT_THE_CHAIN = "its block left the chain"  # the reason the in-process bundler gives
+TRUST_OPEN = timedelta(seconds=60)  # see `IntakeBundler.unmined`
+BLOCK_LEFT_THE_CHAIN = "its block left the chain"  # the reason a bundler's mempool gives
 
 # Set only while a `before_mempool` hook of an intake admission runs (same task).
 admitting: ContextVar[IntakeAdmission | None] = ContextVar("intake_admitting", default=None)
+
+
+class IntakeStateView(Protocol):
+    """Where an op stands in the intake, as a status or receipt poll reads it."""
+
+    @property
+    def status(self) -> OpStatus: ...
+
+    @property
+    def tx_hash(self) -> str | None: ...
+
+    @property
+    def reason(self) -> str | None: ...
+
+    @property
+    def received_at(self) -> datetime: ...
 
 
 class IntakeView(Protocol):
@@ -67,6 +86,9 @@ class IntakeView(Protocol):
 
     @property
     def reason(self) -> str | None: ...
+
+    @property
+    def received_at(self) -> datetime: ...
 
 
 class OpIntake(Protocol):
@@ -87,6 +109,10 @@ class OpIntake(Protocol):
 
     async def get(self, chain_id: int, user_op_hash: str) -> IntakeView | None: ...
 
+    async def state(self, chain_id: int, user_op_hash: str) -> IntakeStateView | None:
+        """The op's state alone; reads of many polls at once may share one query."""
+        ...
+
 
 class IntakeBundler(Bundler):
     """A bundler that validates and writes to the intake; it holds no executor key and never
@@ -102,11 +128,20 @@ class IntakeBundler(Bundler):
         config: BundlerConfig,
         *,
         intake: OpIntake,
+        on_written: Callable[[], None] | None = None,
     ) -> None:
         super().__init__(eth, executors, validator, config)
         self.intake = intake
+        # Told once an op is in the intake: a leader in this process bundles it without
+        # waiting for its next poll.
+        self.on_written = on_written
 
     async def _admit(self, entry: MempoolEntry, before_mempool: BeforeMempool | None) -> None:
+        await self._write(entry, before_mempool)
+        if self.on_written is not None:
+            self.on_written()
+
+    async def _write(self, entry: MempoolEntry, before_mempool: BeforeMempool | None) -> None:
         op_hash = to_hex(entry.user_op_hash)
         validation = outcome_to_json(entry.outcome)
         if before_mempool is not None:
@@ -140,6 +175,20 @@ class IntakeBundler(Bundler):
             return None
         return row.op
 
+    async def unmined(self, op_hash: bytes) -> bool:
+        """Open in the intake (the leader writes back the moment it sees the op mined), and
+        received recently: clients poll receipts hard, and one indexed read here spares the
+        node a head and a log query per EntryPoint."""
+        return await self._open_row(op_hash) is not None
+
+    async def _open_row(self, op_hash: bytes) -> IntakeStateView | None:
+        """The op's state while it is open and younger than TRUST_OPEN; an older open row (its
+        leader gone, perhaps) is checked on the chain instead."""
+        row = await self.intake.state(self.config.chain_id, to_hex(op_hash))
+        if row is None or row.status not in (OpStatus.PENDING, OpStatus.SUBMITTED):
+            return None
+        return row if datetime.now(UTC) - row.received_at < TRUST_OPEN else None
+
     async def _reorged_away(self, row: IntakeView) -> bool:
         """The leader saw the op mined (final for it: the row would say so forever), and the
         chain no longer has its bundle: a reorg took the block. An op merely older than the
@@ -149,6 +198,9 @@ class IntakeBundler(Bundler):
         return await self.eth.rpc.request("eth_getTransactionReceipt", [row.tx_hash]) is None
 
     async def status(self, op_hash: bytes) -> dict[str, Any]:
+        open_row = await self._open_row(op_hash)
+        if open_row is not None:  # as the intake says, without a node call
+            return _answer(open_row)
         receipt = await self.receipts.receipt(op_hash)
         if receipt is not None:
             status = OpStatus.INCLUDED if receipt["success"] else OpStatus.FAILED
@@ -161,9 +213,14 @@ class IntakeBundler(Bundler):
             return {"status": OpStatus.NOT_FOUND.value}
         if await self._reorged_away(row):
             return {"status": OpStatus.DROPPED.value, "reason": BLOCK_LEFT_THE_CHAIN}
-        out: dict[str, Any] = {"status": row.status.value}
-        if row.tx_hash:
-            out["transactionHash"] = row.tx_hash
-        if row.reason:
-            out["reason"] = row.reason
-        return out
+        return _answer(row)
+
+
+def _answer(row: IntakeView | IntakeStateView) -> dict[str, Any]:
+    """The op's status as its intake row says it."""
+    out: dict[str, Any] = {"status": row.status.value}
+    if row.tx_hash:
+        out["transactionHash"] = row.tx_hash
+    if row.reason:
+        out["reason"] = row.reason
+    return out

@@ -225,7 +225,9 @@ class BundlerRpc:
     async def get_user_operation_receipt(self, params: list[Any]) -> dict[str, Any] | None:
         op_hash = _hash_param(params)
         for rpc in self._by_knowledge(op_hash):
-            found = await rpc.receipt(op_hash)
+            if await rpc.bundler.unmined(op_hash):
+                return None  # by the account of whoever bundles it: no node call
+            found = await rpc.bundler.receipts.receipt(op_hash, rpc.bundler.l1_fees)
             if found is not None:
                 return found
         return None
@@ -238,10 +240,10 @@ class BundlerRpc:
         return rpcs if owner is None else [owner]
 
     async def receipt(self, op_hash: bytes) -> dict[str, Any] | None:
-        tracked = self.bundler.tracked.get(op_hash)
-        if tracked is not None and tracked.status in (OpStatus.PENDING, OpStatus.SUBMITTED):
+        if await self.bundler.unmined(op_hash):
             # Not mined yet, by our own account (the bundle's follower marks it the moment its
-            # receipt appears): answer without asking the node, which clients poll hard.
+            # receipt appears) or the intake's: answer without asking the node, which clients
+            # poll hard.
             return None
         return await self.bundler.receipts.receipt(op_hash, self.bundler.l1_fees)
 

@@ -357,6 +357,12 @@ class Bundler:
 
     # ------------------------------------------------------------------ queries
 
+    async def unmined(self, op_hash: bytes) -> bool:
+        """Whether the op is known not to be mined yet (pending or submitted by our own
+        account): a receipt poll for it then needs no node call."""
+        tracked = self.tracked.get(op_hash)
+        return tracked is not None and tracked.status in (OpStatus.PENDING, OpStatus.SUBMITTED)
+
     async def status(self, op_hash: bytes) -> dict[str, Any]:
         tracked = self.tracked.get(op_hash)
         # Pending or submitted by our own account: its bundle's follower marks it the moment

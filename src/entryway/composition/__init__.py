@@ -8,8 +8,7 @@ from entryway.composition.root import (
     ChainBundler,
     Composed,
     build_services,
-    in_process_bundler,
     request_limits,
 )
 
-__all__ = ["ChainBundler", "Composed", "build_services", "in_process_bundler", "request_limits"]
+__all__ = ["ChainBundler", "Composed", "build_services", "request_limits"]

@@ -1,13 +1,15 @@
-"""How a chain's UserOperations reach a bundler, chosen by its `bundling` setting.
+"""How a chain's UserOperations reach its bundler: through the durable intake, always.
 
-`in_process` (the default, and `entryway up`'s): a bundler runs in every serving process,
-with the chain's executor keys. `intake`: the process validates each op and writes it to the
-durable intake in the database; the chain's elected `entryway bundler --chain N` leader
-bundles it (`composition.leader`). No executor key is needed here.
+Every process that accepts ops (the API, the worker's recovery steps) validates each one and
+writes it to the intake in the database, with its charge, before its hash is returned; the
+chain's elected leader bundles it (`composition.leader`): in the same process under
+`entryway up` and `entryway serve`, else an `entryway bundler --config FILE --chain N`
+process. No executor key is needed where ops are only accepted.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 
@@ -24,21 +26,20 @@ from entryway.chain.rpc import EthClient
 from entryway.settings.checks import PreparedChain
 from entryway.storage.intake import OpIntakeStore
 
-INTAKE = "intake"
-
-
 SeamFn = Callable[[AsyncExitStack, EthClient, PreparedChain], Awaitable[BundlerRpc]]
 
 
-def intake_bundler(engine: AsyncEngine) -> SeamFn:
-    """The bundler seam (`composition.root.ChainBundler`) of a chain bundled from the
-    intake: validation here, the op written to `engine`'s intake with its charge."""
+def intake_bundler(engine: AsyncEngine, wake: asyncio.Event | None = None) -> SeamFn:
+    """The bundler seam (`composition.root.ChainBundler`): validation here, the op written
+    to `engine`'s intake with its charge; `wake` is set after each write (the leader of this
+    process waits on it)."""
     store = OpIntakeStore(engine)
+    written = wake.set if wake is not None else None
 
     def make(
         eth: EthClient, executors: list[TransactionManager], validator: Validator, c: BundlerConfig
     ) -> Bundler:
-        return IntakeBundler(eth, executors, validator, c, intake=store)
+        return IntakeBundler(eth, executors, validator, c, intake=store, on_written=written)
 
     async def seam(stack: AsyncExitStack, eth: EthClient, chain: PreparedChain) -> BundlerRpc:
         settings = StandaloneSettings(

@@ -1,6 +1,6 @@
 """The embedded default (`entryway up`): devnets with every contract, turned into settings
-and built by the one composition root (`build_services`) like any other process, plus a demo
-project and key and, unless told not to, the task worker in the same process."""
+and run in the one-process form (`composition.one_process`: the API's services, each chain's
+bundler leader and, unless told not to, the task worker), plus a demo project and key."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from typing import Any
 
 from entryway.chain.rpc import EthClient, JsonRpcClient
 from entryway.chain.transactor import Transactor
-from entryway.composition.root import build_services
+from entryway.composition.one_process import running_in_one_process
 from entryway.deploy.deployer import ContractDeployer, devnet_price_feed_plan
 from entryway.devnet.devnet import Devnet
 from entryway.domain.apikeys import InvalidApiKeyError, KeyEnvironment, KeyRole
@@ -25,7 +25,6 @@ from entryway.service.services import Services
 from entryway.settings.checks import checked
 from entryway.settings.model import ChainSettings, ContractAddresses, Settings
 from entryway.storage.store import Store
-from entryway.worker.main import running_worker, worker_settings
 
 
 def devnet_settings(
@@ -104,21 +103,9 @@ async def run_embedded(
         )
         settings = devnet_settings(base, devnet, await devnet_price_feeds(base, devnet))
         prepared = await checked(settings)
-        composed = await stack.enter_async_context(
-            build_services(settings, services=services, chains=prepared, migrate_schema=True)
+        await stack.enter_async_context(
+            running_in_one_process(settings, services, prepared, worker=worker, metrics=metrics)
         )
-        if worker:
-            await stack.enter_async_context(
-                running_worker(
-                    composed.engine,
-                    settings=worker_settings(settings),
-                    usage=services.store,
-                    price_book=services.prices,
-                    handlers=composed.handlers,
-                    secrets=composed.secrets,
-                    on_failure=metrics.webhook_delivery_failed if metrics else None,
-                )
-            )
         yield await _demo_project(services.store, settings.data_dir / "demo.json", services)
 
 

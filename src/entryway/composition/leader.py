@@ -1,15 +1,20 @@
-"""`entryway bundler --config FILE --chain N` on a chain whose bundling is "intake": a
-standby until it holds the chain's leader lock, then the leader (`bundler.leader`).
+"""A chain's bundler leader: a standby until it holds the chain's leader lock, then the
+leader (`bundler.leader`). It runs as `entryway bundler --config FILE --chain N`, or inside
+`entryway up` and `entryway serve` beside the API and the worker (`lead_in_process`).
 
 One leader per (chain id, executor key set), elected by a PostgreSQL advisory lock held on a
-connection of its own (`storage.leader_lock`): when the leader dies, so does that connection,
-and a standby polling every LOCK_POLL_S takes over. The leader follows the intake by polling
-it every INTAKE_POLL_S: a short indexed query, simpler than LISTEN/NOTIFY (which needs a
-connection held outside the pool, re-listening after every reconnect, and still a poll on
-takeover) and the same on SQLite. A leader that loses its lock's connection stops at once
-(exit status 1), rather than bundle alongside a new leader; its supervisor restarts it as a
-standby. With an operator endpoint (`--http-port`), it answers /healthz, /readyz and /metrics
-from its `Leadership` (`composition.process_http`), standing by and leading alike.
+connection of its own, or on SQLite by a lease row the leader renews (`storage.leader_lock`):
+when the leader dies, so does its connection (or its lease runs out, at once for a dead
+process of the same host), and a standby polling every LOCK_POLL_S takes over. The leader
+follows the intake by polling it every INTAKE_POLL_S: a short indexed query, simpler than
+LISTEN/NOTIFY (which needs a connection held outside the pool, re-listening after every
+reconnect, and still a poll on takeover) and the same on SQLite. In one process with the API,
+the API also wakes the leader as soon as it has written an op (`wake`), so that an op waits
+for no poll. A leader that loses its lock stops at once, rather than bundle alongside a new
+leader: `entryway bundler` exits (status 1) for its supervisor to restart it as a standby; an
+in-process leader stands by again. With an operator endpoint (`--http-port`), it answers
+/healthz, /readyz and /metrics from its `Leadership` (`composition.process_http`), standing
+by and leading alike.
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ from entryway.chain.rpc import EthClient, JsonRpcClient, RpcTransportError
 from entryway.composition.process_http import bundler_probe, operator_endpoint
 from entryway.errors import EntrywayError
 from entryway.observability.operator_http import HttpAddress
-from entryway.settings.checks import database_url
+from entryway.settings.checks import PreparedChain, database_url
 from entryway.settings.commands import BundlerChain
 from entryway.settings.model import Settings
 from entryway.storage.engine import make_engine
@@ -67,22 +72,25 @@ class Leadership:
 
 
 async def run_leader(
-    database: str,
+    database: str | AsyncEngine,
     chain_id: int,
     chain: BundlerChain,
     stop: asyncio.Event,
     *,
     on_leading: Callable[[], None] = lambda: None,
     leadership: Leadership | None = None,
+    wake: asyncio.Event | None = None,
 ) -> None:
-    """Stand by for the chain's leader lock in `database` (a URL), then bundle from the intake
-    until `stop`; LeadershipLostError if the lock's connection dies while leading.
-    `leadership` is kept up to date for the operator endpoint."""
+    """Stand by for the chain's leader lock in `database` (a URL, or the engine of this
+    process's services), then bundle from the intake until `stop`; LeadershipLostError if
+    the lock is lost while leading. `leadership` is kept up to date for the operator
+    endpoint; `wake`, set by whoever wrote an op, ends the wait for the next poll early."""
     if not chain.executor_keys:
         raise EntrywayError(
             f"chains: chain {chain_id}'s bundler needs its executor keys (executor_key_files)"
         )
-    engine = make_engine(database)
+    own_engine = isinstance(database, str)
+    engine = make_engine(database) if isinstance(database, str) else database
     leadership = leadership or Leadership(chain_id)
     leadership.engine = engine
     executors = [key.address for key in chain.executor_keys]
@@ -98,11 +106,12 @@ async def run_leader(
         log.info("chain %d: leading, executors %s", chain_id, ", ".join(executors))
         leadership.leading = True
         on_leading()
-        await _lead(lock, chain_id, chain, stop, leadership)
+        await _lead(lock, chain_id, chain, stop, leadership, wake)
     finally:
         leadership.leading, leadership.engine = False, None
         await lock.release()
-        await engine.dispose()
+        if own_engine:
+            await engine.dispose()
 
 
 async def _lead(
@@ -111,6 +120,7 @@ async def _lead(
     chain: BundlerChain,
     stop: asyncio.Event,
     leadership: Leadership,
+    wake: asyncio.Event | None,
 ) -> None:
     async with JsonRpcClient(
         list(chain.rpc_urls),
@@ -148,15 +158,61 @@ async def _lead(
                     log.debug("chain %d: the intake step waits for the node: %s", chain_id, exc)
                 except Exception:
                     log.exception("chain %d: the intake step failed; retrying", chain_id)
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), INTAKE_POLL_S)
+                await _next_poll(stop, wake)
         finally:
             leadership.bundler = None
             await bundler_rpc.stop()
 
 
-def bundles_from_intake(settings: Settings, chain_id: int) -> bool:
-    return any(c.chain_id == chain_id and c.bundling == "intake" for c in settings.chains)
+async def _next_poll(stop: asyncio.Event, wake: asyncio.Event | None) -> None:
+    """Wait INTAKE_POLL_S, or less: until `stop`, or until an op written here wakes us."""
+    if wake is None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), INTAKE_POLL_S)
+        return
+    waits = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(wake.wait())]
+    try:
+        await asyncio.wait(waits, timeout=INTAKE_POLL_S, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiting in waits:
+            waiting.cancel()
+    wake.clear()
+
+
+def leader_chain(chain: PreparedChain) -> BundlerChain:
+    """What the leader of a chain the services were built for bundles with: its node URLs,
+    its executor keys, its EntryPoint and its fee rules."""
+    return BundlerChain(
+        tuple(chain.settings.urls()),
+        chain.keys.executors,
+        chain.deployment.entry_point,
+        chain.settings.fee_rules_resolved,
+    )
+
+
+async def lead_in_process(
+    database: AsyncEngine | str,
+    chain: PreparedChain,
+    stop: asyncio.Event,
+    *,
+    wake: asyncio.Event | None = None,
+    leadership: Leadership | None = None,
+) -> None:
+    """The leader of `chain` beside the API and the worker of this process (`entryway up`,
+    `entryway serve`), on their database, until `stop`. A leader that loses its lock (or
+    fails) stands by again, as a restarted `entryway bundler` would. `database`: an engine
+    to share, or a URL for a pool of the leader's own."""
+    chain_id = chain.settings.chain_id
+    bundling = leader_chain(chain)
+    while not stop.is_set():
+        try:
+            await run_leader(database, chain_id, bundling, stop, wake=wake, leadership=leadership)
+        except LeadershipLostError as exc:
+            log.warning("%s; standing by again", exc)
+        except Exception:
+            log.exception("chain %d: the bundler leader failed; standing by again", chain_id)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), LOCK_POLL_S)
 
 
 async def lead_until_signalled(

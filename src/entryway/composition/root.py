@@ -1,9 +1,11 @@
 """The composition root: `build_services(settings)` builds what every process runs on.
 
-`entryway up` (the devnet turned into settings), `entryway api` and `entryway worker` all
-call it; each then runs its own loop over what it yields: the HTTP server, the task worker.
-Nothing here reads the environment (the settings loader did) and nothing connects before
-it is called.
+`entryway up` (the devnet turned into settings), `entryway serve`, `entryway api` and
+`entryway worker` all call it; each then runs its own loop over what it yields: the HTTP
+server, the task worker. Every op any of them accepts goes through the durable intake
+(`composition.bundling`); `up` and `serve` also run each chain's bundler leader here
+(`lead=True`). Nothing here reads the environment (the settings loader did) and nothing
+connects before it is called.
 """
 
 from __future__ import annotations
@@ -21,15 +23,13 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from entryway.bundler.port import Receipt, receipt_of
 from entryway.bundler.rpc_methods import BundlerRpc
-from entryway.bundler.standalone import StandaloneSettings, build_bundler
-from entryway.bundler.states import BundlingMode
 from entryway.chain.finality import Finality
 from entryway.chain.follower import BlockRef
 from entryway.chain.following import ChainFollower
 from entryway.chain.price_feed import NativePriceFeed
 from entryway.chain.rpc import EthClient, JsonRpcClient
 from entryway.chain.transactor import Transactor
-from entryway.composition.bundling import INTAKE, intake_bundler
+from entryway.composition.bundling import intake_bundler
 from entryway.composition.events import (
     alert_events,
     deposit_events,
@@ -38,6 +38,7 @@ from entryway.composition.events import (
     reorged_events,
     unsent_events,
 )
+from entryway.composition.leader import Leadership, lead_in_process
 from entryway.domain.notarization import NotarySettings
 from entryway.domain.token_prices import NativeTokenPrices
 from entryway.notary.anchor import Anchorer
@@ -81,6 +82,7 @@ from entryway.worker.worker import Handler
 log = logging.getLogger(__name__)
 DEPOSIT_CHECK_SECONDS = 30.0
 CYCLE_CLOSE_SECONDS = 60.0
+LEADER_STOP_S = 30.0
 
 
 @dataclass
@@ -104,6 +106,7 @@ async def build_services(
     serving: bool = True,
     migrate_schema: bool = False,
     bundler: ChainBundler | None = None,
+    lead: bool = False,
 ) -> AsyncIterator[Composed]:
     """Build and start every service of `settings`; stop them all when the block ends.
 
@@ -112,9 +115,11 @@ async def build_services(
     `serving`: the loops that belong to a serving process (metering flushes, cycle closes,
     the settler's sweep, deposit watchers, notary batches); a worker process runs without.
     `services`: fill this instance (the one the HTTP app was created with).
-    `bundler`: how each chain's UserOperations reach it (`ChainBundler`); default: a
-    bundler in this process (`in_process_bundler`), or the durable intake on a chain whose
-    `bundling` is "intake" (`composition.bundling`).
+    `bundler`: how each chain's UserOperations reach it (`ChainBundler`); default: the
+    durable intake (`composition.bundling`).
+    `lead`: also run each chain's bundler leader in this process, on the same database
+    (`composition.leader.lead_in_process`), woken as soon as an op is written; without, the
+    chain's `entryway bundler --chain N` processes bundle what this one accepts.
     """
     services = services if services is not None else Services()
     register_networks(settings.chains)  # before anything reads a chain's rules
@@ -151,8 +156,12 @@ async def build_services(
             stack.push_async_callback(platform.meter.stop)
             _background(stack, _close_cycles_forever(services))
         for chain in prepared:
-            seam = bundler or _configured_bundler(chain, engine)
-            runtime = await _chain_runtime(stack, chain, seam)
+            wake = asyncio.Event() if lead else None
+            leadership = Leadership(chain.settings.chain_id) if lead else None
+            seam = bundler or intake_bundler(engine, wake)
+            runtime = await _chain_runtime(stack, chain, seam, leadership)
+            if leadership is not None:
+                _leader(stack, _leader_database(engine, settings), chain, wake, leadership)
             services.chains[chain.settings.chain_id] = runtime
             await _follow_price_feed(stack, services, chain, runtime.eth)
         settler = await _paymaster(stack, services, store, events, prepared, settings, serving)
@@ -177,19 +186,51 @@ def request_limits(settings: Settings) -> RequestLimits:
 
 # The bundler seam: given the process's exit stack (to stop what it starts), the chain's node
 # client and its prepared settings, the port this process's use cases send UserOperations
-# through. `in_process_bundler` is the one there is today; see its docstring.
+# through (`composition.bundling.intake_bundler`).
 ChainBundler = Callable[[AsyncExitStack, EthClient, PreparedChain], Awaitable[BundlerRpc]]
 
 
-def _configured_bundler(chain: PreparedChain, engine: AsyncEngine) -> ChainBundler:
-    """The chain's `bundling` setting: a bundler here, or the durable intake."""
-    if chain.settings.bundling == INTAKE:
-        return intake_bundler(engine)
-    return in_process_bundler
+def _leader_database(engine: AsyncEngine, settings: Settings) -> AsyncEngine | str:
+    """Where the leader of this process reads and writes the intake. PostgreSQL: a pool of
+    its own from the URL, as an `entryway bundler` process has (sharing the API's, the
+    leader and the requests would queue for each other's connections). SQLite: the
+    services' engine, its one connection (a second connection in the process would make the
+    API's read-then-write transactions fail whenever the leader commits in between)."""
+    if engine.dialect.name == "postgresql":
+        return database_url(settings)
+    return engine
+
+
+def _leader(
+    stack: AsyncExitStack,
+    database: AsyncEngine | str,
+    chain: PreparedChain,
+    wake: asyncio.Event | None,
+    leadership: Leadership,
+) -> None:
+    """The chain's bundler leader in this process until the stack closes; it stops first
+    (its bundles out, its lock released) while the database is still there."""
+    stop = asyncio.Event()
+    task = asyncio.ensure_future(
+        lead_in_process(database, chain, stop, wake=wake, leadership=leadership)
+    )
+
+    async def stopped() -> None:
+        stop.set()
+        try:
+            await asyncio.wait_for(task, LEADER_STOP_S)
+        except TimeoutError:
+            chain_id = chain.settings.chain_id
+            log.warning("chain %d: the bundler leader did not stop in time", chain_id)
+
+    stack.push_async_callback(stopped)
 
 
 async def _chain_runtime(
-    stack: AsyncExitStack, chain: PreparedChain, bundler: ChainBundler
+    stack: AsyncExitStack,
+    chain: PreparedChain,
+    bundler: ChainBundler,
+    leadership: Leadership | None,
 ) -> ChainRuntime:
     urls, chain_id = chain.settings.urls(), chain.settings.chain_id
     rpc = await stack.enter_async_context(
@@ -202,31 +243,7 @@ async def _chain_runtime(
     )
     eth = EthClient(rpc)
     port = await bundler(stack, eth, chain)
-    return ChainRuntime(chain.settings.chain_id, rpc.url, chain.deployment, port, eth)
-
-
-async def in_process_bundler(
-    stack: AsyncExitStack, eth: EthClient, chain: PreparedChain
-) -> BundlerRpc:
-    """The bundler seam: how this process gets UserOperations onto the chain.
-
-    For now every process that serves a chain runs its own bundler here, in process, with
-    the chain's executor keys (as `entryway up` always has). A chain whose `bundling` is
-    "intake" gets `composition.bundling.intake_bundler` instead: each op is written to the
-    database, for the elected `entryway bundler --chain N` leader to read."""
-    rpc = await build_bundler(
-        eth,
-        StandaloneSettings(
-            rpc_url=eth.rpc.url,
-            entry_point=chain.deployment.entry_point,
-            executor_keys=chain.keys.executors,
-            mode=BundlingMode.AUTO,
-            fee_rules=chain.settings.fee_rules_resolved,
-        ),
-    )
-    await rpc.start()
-    stack.push_async_callback(rpc.stop)
-    return rpc
+    return ChainRuntime(chain_id, rpc.url, chain.deployment, port, eth, leader=leadership)
 
 
 async def _paymaster(

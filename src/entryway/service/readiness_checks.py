@@ -38,7 +38,7 @@ def service_checks(services: Services, settings: ReadinessSettings) -> dict[str,
         checks["redis"] = partial(_redis, limiter.storage)
     for chain_id, chain in sorted(services.chains.items()):
         checks[f"chain.{chain_id}.rpc"] = partial(_rpc, chain)
-        if chain.rpc.bundler.executors:  # none on a chain bundled from the intake
+        if chain.bundling.executors:  # none but where the chain's leader runs in process
             checks[f"chain.{chain_id}.executors"] = partial(_executors, chain, settings)
         if services.paymaster is not None and settings.deposit_min_wei != 0:
             checks[f"chain.{chain_id}.paymaster_deposit"] = partial(
@@ -75,7 +75,7 @@ async def _rpc(chain: ChainRuntime) -> str:
 
 
 async def _executors(chain: ChainRuntime, settings: ReadinessSettings) -> str:
-    executors = chain.rpc.bundler.executors
+    executors = chain.bundling.executors
     balances = await asyncio.gather(*(chain.eth.get_balance(e.address) for e in executors))
     low = [
         f"{e.address} holds {b} wei"

@@ -5,8 +5,10 @@ inside the server's lifespan, so nothing connects at import."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from entryway.bundler.rpc_methods import BundlerRpc
+from entryway.bundler.service import Bundler
 from entryway.chain.finality import Finality
 from entryway.chain.rpc import EthClient
 from entryway.deploy.deployer import Deployment
@@ -26,6 +28,14 @@ from entryway.storage.store import Store
 from entryway.storage.usage import UsageQueries
 
 
+class LeaderInProcess(Protocol):
+    """The chain's bundler leader when it runs in this process (`entryway up`, `entryway
+    serve`): its bundler while it leads, None while it stands by."""
+
+    @property
+    def bundler(self) -> Bundler | None: ...
+
+
 @dataclass(frozen=True, slots=True)
 class ChainRuntime:
     chain_id: int
@@ -33,6 +43,14 @@ class ChainRuntime:
     deployment: Deployment
     rpc: BundlerRpc
     eth: EthClient
+    leader: LeaderInProcess | None = None
+
+    @property
+    def bundling(self) -> Bundler:
+        """The bundler whose executors, mempool and bundles this process reports: its own
+        leader's while that leads here, else the accepting side's (no executor, no bundle)."""
+        leading = self.leader.bundler if self.leader is not None else None
+        return leading or self.rpc.bundler
 
 
 @dataclass

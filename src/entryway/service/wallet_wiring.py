@@ -17,7 +17,7 @@ from entryway.wallets.sponsored_ops import ServiceSponsoredOps, SponsoringChain
 
 
 def bundler_port(chain: ChainRuntime) -> InProcessBundler:
-    """The chain's in-process bundler, as use cases call it."""
+    """The chain's bundler seam (the durable intake), as use cases call it."""
     others = [rpc.bundler for rpc in chain.rpc.siblings.values()]
     return InProcessBundler(chain.rpc.bundler, chain.rpc.estimator, others)
 

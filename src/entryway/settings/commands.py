@@ -60,11 +60,23 @@ def checked_chains(settings: Settings) -> tuple[PreparedChain, ...]:
 
 def migrate(config: ConfigFile = None) -> None:
     """Bring the database's schema to this release's (idempotent; run before `api`)."""
-    from entryway.settings.checks import check_database, database_url, masked_database_url
-    from entryway.storage.engine import make_engine
-    from entryway.storage.engine import migrate as upgrade
+    from entryway.settings.checks import masked_database_url
 
     settings = settings_of(config)
+    migrate_schema(settings)
+    typer.echo(f"schema up to date: {masked_database_url(settings)}")
+
+
+def migrate_schema(settings: Settings) -> None:
+    """The schema brought to this release's (exit status 2 when the database is wrong); the
+    data directory made first (0700) when SQLite keeps its file there."""
+    from entryway.settings.checks import check_database, database_url
+    from entryway.storage.engine import make_engine
+    from entryway.storage.engine import migrate as upgrade
+    from entryway.storage.private_files import private_directory
+
+    if settings.database_url is None:
+        private_directory(settings.data_dir)
 
     async def run() -> None:
         problems = await check_database(settings)
@@ -77,7 +89,6 @@ def migrate(config: ConfigFile = None) -> None:
             await engine.dispose()
 
     asyncio.run(run())
-    typer.echo(f"schema up to date: {masked_database_url(settings)}")
 
 
 class Process(StrEnum):

@@ -20,7 +20,6 @@ from pydantic import (
     ConfigDict,
     Field,
     SecretStr,
-    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -300,11 +299,13 @@ class ChainSettings(Section):
     # answered 503); debug_trace* calls of op validation have their own, longer bound.
     rpc_timeout_s: Annotated[float, Field(gt=0, le=300)] = 5.0
     rpc_trace_timeout_s: Annotated[float, Field(gt=0, le=600)] = 30.0
-    # How ops reach the chain: "in_process", a bundler in every serving process with the
-    # executor keys; "intake", written to the database for the elected `entryway bundler
-    # --chain N` leader (docs/deploy.md), the API then needing no executor key.
-    bundling: Literal["in_process", "intake"] = "in_process"
-    executor_key_files: list[Path]  # may be empty only with bundling = "intake"
+    # How ops reach the chain: always through the durable intake, for the chain's elected
+    # bundler leader (docs/bundler.md). Kept for config files that name it; "in_process",
+    # retired, is refused (`_bundling`).
+    bundling: Literal["intake"] = "intake"
+    # The leader's keys: needed where it runs (`entryway up`, `entryway serve`, `entryway
+    # bundler --chain N`); an API replica or a worker may go without.
+    executor_key_files: list[Path] = Field(default_factory=list)
     # The `entryway bundler` process watches its executor keys' balances: under this (None:
     # [readiness] executor_min_wei) it is not ready and alerts; with a funding key and an
     # amount, the leader sends that amount from the funding key to a key under it.
@@ -346,15 +347,17 @@ class ChainSettings(Section):
                 raise ValueError("each RPC URL starts with http:// or https://")
         return urls
 
-    @field_validator("executor_key_files")
+    @field_validator("bundling", mode="before")
     @classmethod
-    def _executors(cls, files: list[Path], info: ValidationInfo) -> list[Path]:
-        if not files and info.data.get("bundling", "in_process") == "in_process":
+    def _bundling(cls, value: object) -> object:
+        if value == "in_process":
             raise ValueError(
-                'give at least one executor key file (or bundling = "intake", where the '
-                "bundler leader holds them)"
+                'bundling = "in_process" is retired: every op now goes through the durable '
+                'intake; remove the key (or write "intake") and run the chain\'s bundler '
+                "leader: `entryway serve` runs it beside the API, or run `entryway bundler "
+                "--config FILE --chain N` (docs/deploy.md)"
             )
-        return files
+        return value
 
     @field_validator("deploy_owner", "price_feed")
     @classmethod

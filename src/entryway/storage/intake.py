@@ -22,10 +22,12 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from entryway.bundler.states import OpStatus
 from entryway.domain.userop import UserOperation
 from entryway.domain.userop_json import op_from_json, op_to_json
+from entryway.storage.ledger_group import GroupCommit
 from entryway.storage.schema import op_intake
 from entryway.storage.tasks import as_utc
 
 OPEN = (OpStatus.PENDING.value, OpStatus.SUBMITTED.value)  # the leader still owes an outcome
+STATES_PER_READ = 500
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,9 +164,59 @@ def _record(row: RowMapping) -> IntakeRecord:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class IntakeState:
+    """Where an op stands in the intake, without the op: what a status or receipt poll needs."""
+
+    chain_id: int
+    user_op_hash: str
+    status: OpStatus
+    reason: str | None
+    tx_hash: str | None
+    received_at: datetime
+
+
+StateKey = tuple[int, str]  # (chain id, 0x-prefixed lower-case hash)
+
+
 class OpIntakeStore:
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
+        # Clients poll hard (a receipt every 0.1 s per op): the states asked for while a read
+        # is in flight are read together in the next one, one query for all of them.
+        self._states: GroupCommit[StateKey, IntakeState | None] = GroupCommit(
+            self._read_states, self._read_state, limit=STATES_PER_READ
+        )
+
+    async def state(self, chain_id: int, user_op_hash: str) -> IntakeState | None:
+        """The op's state, read with those of other polls in flight (`_states`)."""
+        return await self._states((chain_id, user_op_hash.lower()))
+
+    async def _read_state(self, key: StateKey) -> IntakeState | None:
+        return (await self._read_states([key]))[0]
+
+    async def _read_states(self, keys: list[StateKey]) -> list[IntakeState | None]:
+        c = op_intake.c
+        query = select(
+            c.chain_id, c.user_op_hash, c.state, c.reason, c.tx_hash, c.received_at
+        ).where(
+            c.chain_id.in_(sorted({chain for chain, _ in keys})),
+            c.user_op_hash.in_(sorted({op_hash for _, op_hash in keys})),
+        )
+        async with self.engine.connect() as db:
+            rows = (await db.execute(query)).mappings().all()
+        found = {
+            (int(r["chain_id"]), str(r["user_op_hash"])): IntakeState(
+                chain_id=int(r["chain_id"]),
+                user_op_hash=str(r["user_op_hash"]),
+                status=OpStatus(str(r["state"])),
+                reason=None if r["reason"] is None else str(r["reason"]),
+                tx_hash=None if r["tx_hash"] is None else str(r["tx_hash"]),
+                received_at=as_utc(r["received_at"]),
+            )
+            for r in rows
+        }
+        return [found.get(key) for key in keys]
 
     async def add(
         self,

@@ -582,3 +582,16 @@ paymaster_event_cursors = Table(
     Column("final_time", BigInteger, nullable=False),  # unix seconds
     Column("updated_at", DateTime(timezone=True), nullable=False),
 )
+
+# --- Bundler leader leases (entryway.storage.leader_lock, on SQLite) ---
+
+# Who leads a chain's bundling (key: storage.leader_lock.leader_key, as text): the holder
+# ("host:pid:nonce") renews expires_at while it leads; another may take the row once that
+# has passed, or at once when the holder is a dead process on the same host.
+leader_leases = Table(
+    "leader_leases",
+    metadata,
+    Column("lease_key", String(24), primary_key=True),
+    Column("holder", String(200), nullable=False),
+    Column("expires_at", DateTime(timezone=True), nullable=False),
+)

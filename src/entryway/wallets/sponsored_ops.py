@@ -1,9 +1,10 @@
 """The service submitting its own sponsored UserOperations (implements
-`wallets.ports.SponsoredOps`): estimated by the chain's in-process bundler (`BundlerPort`),
-signed by the service's paymaster signer, sent through the same bundler, and charged to the
-project like any sponsored op (a hold of the estimate at signing; once accepted, the relay
-charge, the hold's link to the op and its settlement task in one transaction, before the op
-enters the mempool; settled on the receipt, released if dropped; `paymaster.costs`).
+`wallets.ports.SponsoredOps`): estimated by the chain's bundler port (`BundlerPort`), signed
+by the service's paymaster signer, sent through the same port (to the durable intake), and
+charged to the project like any sponsored op (a hold of the estimate at signing; once
+accepted, the relay charge, the hold's link to the op and its settlement task in one
+transaction, before the op enters the mempool; settled on the receipt, released if dropped;
+`paymaster.costs`).
 
 The project's sponsorship policies are not consulted: the project asked the service for this
 operation through the API, and its allowlists and caps are written for its users' ops.

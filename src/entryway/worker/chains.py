@@ -1,8 +1,8 @@
 """What a worker process needs to run chain tasks (notary anchoring) on its own: each chain's
 RPC and NotaryAnchor, and the notary key. Read from the data directory `entryway up` writes
 (`demo.json` for the chains, `devnet/keys/notary-submitter.key`), or from a key file given
-explicitly. Recovery tasks submit UserOperations through the service's in-process bundler, so
-only the service's own worker runs them."""
+explicitly. Recovery tasks submit UserOperations through the service's durable intake (the
+bundler seam `build_services` gives), so only a worker built from the settings runs them."""
 
 from __future__ import annotations
 

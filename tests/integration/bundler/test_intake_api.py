@@ -5,7 +5,7 @@ the status and the by-hash answer come from the intake row until the chain has t
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 import httpx
@@ -17,7 +17,7 @@ from entryway.bundler.rpc_types import user_operation_json
 from entryway.bundler.standalone import StandaloneSettings, build_bundler
 from entryway.bundler.states import OpStatus
 from entryway.bundler.validation.outcome_json import outcome_from_json
-from entryway.chain.rpc import EthClient
+from entryway.chain.rpc import EthClient, JsonValue
 from entryway.devnet.devnet import Devnet
 from entryway.domain.plans import PlanName
 from entryway.service.app import create_app
@@ -144,3 +144,46 @@ async def test_an_op_mined_then_reorged_away_is_reported_dropped(
     assert await intake.mark(CHAIN, op_hash, OpStatus.INCLUDED, tx_hash="0x" + "ee" * 32)
     answer = await client.post(f"/rpc/{CHAIN}", headers=auth, json=status)
     assert answer.json()["result"] == {"status": "dropped", "reason": "its block left the chain"}
+
+
+async def test_receipt_polls_of_an_open_op_are_answered_from_the_intake(
+    intake_service: Client, harness: Harness, eth: EthClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Clients poll receipts hard: while the op's row is open the replica answers from it and
+    asks the node nothing; once the leader wrote an outcome, the node is asked again. And a
+    leader in the same process is woken by each write."""
+    client, services, bundler = intake_service
+    woken: list[bool] = []
+    bundler.on_written = lambda: woken.append(True)
+    _, key = await tenant(services, PlanName.FREE, [CHAIN])
+    auth = {"Authorization": f"Bearer {key}"}
+    payer = harness.new_key()
+    op = await harness.build_op(payer.address, b"")
+    await harness.fund(op.sender, ETHER)
+    op = harness.sign(op, payer)
+    send = rpc("eth_sendUserOperation", user_operation_json(op), harness.deployment.entry_point)
+    op_hash = (await client.post(f"/rpc/{CHAIN}", headers=auth, json=send)).json()["result"]
+    assert woken == [True]
+
+    asked: list[str] = []
+    request = eth.rpc.request
+
+    async def counted(method: str, params: Sequence[JsonValue] = ()) -> JsonValue:
+        asked.append(method)
+        return await request(method, params)
+
+    monkeypatch.setattr(eth.rpc, "request", counted)
+    poll = rpc("eth_getUserOperationReceipt", op_hash)
+    for _ in range(3):
+        answer = await client.post(f"/rpc/{CHAIN}", headers=auth, json=poll)
+        assert answer.json()["result"] is None
+    status = rpc("entryway_getUserOperationStatus", op_hash)
+    answer = await client.post(f"/rpc/{CHAIN}", headers=auth, json=status)
+    assert answer.json()["result"]["status"] == "pending"
+    assert asked == []
+
+    intake = OpIntakeStore(services.store.engine)
+    await intake.mark(CHAIN, op_hash, OpStatus.DROPPED, reason="test: no longer open")
+    answer = await client.post(f"/rpc/{CHAIN}", headers=auth, json=poll)
+    assert answer.json()["result"] is None
+    assert "eth_getLogs" in asked

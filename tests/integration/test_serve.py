@@ -1,0 +1,148 @@
+"""`entryway serve --config FILE`: the one-process form for an operator on a real chain, here
+a plain anvil with `entryway deploy` run on it. One process serves the API, runs the worker
+and leads the chain's bundling on SQLite in the data directory: an op sent over raw JSON-RPC
+is included. SIGKILLed the moment an op's hash came back, then started again on the same
+data directory, it never answers `not_found` for the op, bundles it from the intake, and
+settles its charge. A chain without executor keys cannot be served this way."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from pathlib import Path
+
+import httpx
+import pytest
+from sqlalchemy import select
+
+from entryway.bundler.rpc_types import user_operation_json
+from entryway.chain.rpc import EthClient, JsonRpcClient
+from entryway.storage.engine import make_engine, sqlite_url
+from entryway.storage.schema import usage_events
+from tests.integration.test_bundler_failover import harness_for, own_gas_op
+from tests.integration.test_config_processes import (
+    CHAIN_ID,
+    ENTRYWAY,
+    Deployed,
+    _clean_environment,
+    _free_port,
+    _until_healthy,
+    anvil_with_entryway,
+    config,
+    project_key,
+    run,
+)
+
+pytestmark = pytest.mark.anvil
+DEADLINE_S = 60.0
+ENTRY_POINT_V08 = "0x4337084D9E255Ff0702461CF8895CE9E3b5Ff108"
+
+
+async def serve(path: Path, port: int) -> asyncio.subprocess.Process:
+    proc = await asyncio.create_subprocess_exec(
+        ENTRYWAY, "serve", "--config", str(path), "--port", str(port),
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+        env=_clean_environment(),
+    )  # fmt: skip
+    await _until_healthy(proc, f"http://127.0.0.1:{port}/healthz")
+    return proc
+
+
+async def stopped(proc: asyncio.subprocess.Process) -> None:
+    if proc.returncode is None:
+        proc.send_signal(signal.SIGINT)
+        await asyncio.wait_for(proc.wait(), 30)
+
+
+async def send_op(d: Deployed, port: int, key: str) -> str:
+    """An own-gas op sent over raw JSON-RPC; the hash the service returned."""
+    async with JsonRpcClient(d.rpc_url) as rpc:
+        op = await own_gas_op(harness_for(d, EthClient(rpc)))
+    body = {
+        "jsonrpc": "2.0", "id": 1, "method": "eth_sendUserOperation",
+        "params": [user_operation_json(op), ENTRY_POINT_V08],
+    }  # fmt: skip
+    async with httpx.AsyncClient(timeout=30) as http:
+        answer = (
+            await http.post(
+                f"http://127.0.0.1:{port}/rpc/{CHAIN_ID}",
+                json=body,
+                headers={"Authorization": f"Bearer {key}"},
+            )
+        ).json()
+    assert "result" in answer, answer
+    return str(answer["result"])
+
+
+async def statuses_until_final(port: int, key: str, op_hash: str) -> list[str]:
+    seen: list[str] = []
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + DEADLINE_S
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as http:
+        while loop.time() < deadline:
+            r = await http.get(
+                "/op-status",
+                params={"chainId": CHAIN_ID, "userOpHash": op_hash},
+                headers={"Authorization": f"Bearer {key}"},
+            )
+            assert r.status_code == 200, r.text
+            seen.append(r.json()["status"])
+            if seen[-1] in ("included", "failed", "dropped"):
+                return seen
+            await asyncio.sleep(0.25)
+    raise AssertionError(f"op {op_hash} not final: {seen[-5:]}")
+
+
+async def charge_states(data_dir: Path, op_hash: str) -> list[str]:
+    engine = make_engine(sqlite_url(data_dir))
+    try:
+        async with engine.connect() as db:
+            rows = await db.execute(
+                select(usage_events.c.status).where(usage_events.c.reference == op_hash)
+            )
+            return [row.status for row in rows]
+    finally:
+        await engine.dispose()
+
+
+async def test_serve_survives_a_sigkill_right_after_the_hash_returns(tmp_path: Path) -> None:
+    async with anvil_with_entryway(tmp_path, CHAIN_ID) as d:
+        path = config(d, "serve")
+        data_dir = d.root / "data-serve"
+        port = _free_port()
+        proc = await serve(path, port)  # the schema is made at start
+        try:
+            key = await project_key(data_dir, "serve@example.org", CHAIN_ID)
+            first = await send_op(d, port, key)
+            assert (await statuses_until_final(port, key, first))[-1] == "included"
+
+            op_hash = await send_op(d, port, key)
+            proc.send_signal(signal.SIGKILL)  # the moment the hash came back
+            await proc.wait()
+        finally:
+            await stopped(proc)
+        proc = await serve(path, port)
+        try:
+            seen = await statuses_until_final(port, key, op_hash)
+            assert "not_found" not in seen, seen
+            assert seen[-1] == "included", seen
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + DEADLINE_S
+            while "held" in (states := await charge_states(data_dir, op_hash)):
+                assert loop.time() < deadline, states
+                await asyncio.sleep(0.5)
+            assert states and set(states) <= {"settled", "released"}, states
+        finally:
+            await stopped(proc)
+
+
+async def test_serve_refuses_a_chain_without_executor_keys(tmp_path: Path) -> None:
+    async with anvil_with_entryway(tmp_path, CHAIN_ID) as d:
+        path = config(d, "keyless")
+        text = path.read_text().replace(
+            f'executor_key_files = ["{d.keys / "executor.key"}"]', "executor_key_files = []"
+        )
+        path.write_text(text)
+        code, out = await run("serve", "--config", str(path), "--port", str(_free_port()))
+        assert code == 2, out
+        assert f"chain {CHAIN_ID} has no executor_key_files" in out, out
