@@ -30,9 +30,11 @@ LIMITS = ConnectionLimits(
     body_timeout_s=0.6,
     body_min_rate=1000,
     keep_alive_timeout_s=0.6,
+    send_timeout_s=0.6,
     max_connections=20,
     max_connections_per_client=5,
 )
+BIG = 64 * 1024 * 1024
 WAIT_S = 5.0  # far above every timeout above: a close that does not come fails the test
 
 
@@ -46,7 +48,10 @@ async def echo_length(scope: Scope, receive: Receive, send: Send) -> None:
         size += len(message.get("body", b""))
         if not message.get("more_body", False):
             break
-    body = json.dumps({"path": scope["path"], "received": size}).encode()
+    if scope["path"] == "/huge-answer":  # an answer larger than every socket buffer on the way
+        body = b"B" * BIG
+    else:
+        body = json.dumps({"path": scope["path"], "received": size}).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
     await send({"type": "http.response.start", "status": 200, "headers": headers})
     await send({"type": "http.response.body", "body": body})
@@ -293,6 +298,17 @@ async def test_keep_alive_serves_several_requests_then_closes_when_idle(port: in
     await conn.send(get("/three"))
     assert json.loads((await conn.answer())[2])["path"] == "/three"
     assert await conn.closed()  # then idle past the keep-alive timeout
+
+
+async def test_a_client_that_reads_nothing_of_its_answer_is_cut_off(port: int) -> None:
+    conn = await connect(port)
+    await conn.send(get("/huge-answer"))
+    await asyncio.sleep(0.6 + 2.0)  # the send timeout, and time for the buffers to fill
+    received = 0
+    with contextlib.suppress(ConnectionError):
+        while chunk := await asyncio.wait_for(conn.reader.read(1 << 20), WAIT_S):
+            received += len(chunk)
+    assert 0 < received < BIG  # what the buffers held; the rest was dropped with the close
 
 
 async def test_one_address_may_hold_only_its_share_of_connections(port: int) -> None:

@@ -41,6 +41,7 @@ def connection_limits(settings: Settings) -> ConnectionLimits:
         body_timeout_s=given.body_timeout_s,
         body_min_rate=given.body_min_rate,
         keep_alive_timeout_s=given.keep_alive_timeout_s,
+        send_timeout_s=given.send_timeout_s,
         max_connections=given.max_connections,
         max_connections_per_client=given.max_connections_per_client,
     )

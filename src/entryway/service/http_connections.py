@@ -41,6 +41,7 @@ class ConnectionLimits:
     body_timeout_s: float = 30.0
     body_min_rate: int = 1024  # bytes per second: each earns the body 1/rate s more
     keep_alive_timeout_s: float = 5.0
+    send_timeout_s: float = 30.0  # an answer the client takes nothing of for this long
     max_connections: int = 4096
     max_connections_per_client: int = 256
 
@@ -115,6 +116,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         super().__init__(*args, **kwargs)
         self._address: str | None = None  # set while the connection counts toward the caps
         self._timer: asyncio.TimerHandle | None = None
+        self._send_timer: asyncio.TimerHandle | None = None  # while the client reads nothing
         self._reading_head = True
         self._line_open = True  # the request line's end not yet seen
         self._line_bytes = 0
@@ -143,6 +145,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
+        self._send_resumed()
         if self._address is not None:
             held = self.open
             held.total -= 1
@@ -275,6 +278,27 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             self._arm(left, self._body_late)
             return
         self._refuse(408, awaiting_body=True)
+
+    def pause_writing(self) -> None:
+        """The answer fills the socket's buffers: the client is not reading it. One that
+        takes nothing for `send_timeout_s` is closed (the route sees the disconnect)."""
+        super().pause_writing()
+        if self._send_timer is None:
+            self._send_timer = self.loop.call_later(self.limits.send_timeout_s, self._send_late)
+
+    def resume_writing(self) -> None:
+        self._send_resumed()
+        super().resume_writing()
+
+    def _send_resumed(self) -> None:
+        if self._send_timer is not None:
+            self._send_timer.cancel()
+            self._send_timer = None
+
+    def _send_late(self) -> None:
+        self._send_timer = None
+        self._disarm()
+        self.transport.abort()  # what is still buffered for the client is dropped
 
     def timeout_keep_alive_handler(self) -> None:
         self._disarm()

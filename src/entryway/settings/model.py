@@ -67,6 +67,7 @@ class HttpSettings(Section):
     body_timeout_s: Seconds = 30.0  # a body's time, plus a second per body_min_rate bytes
     body_min_rate: PositiveInt = 1024  # bytes per second
     keep_alive_timeout_s: Seconds = 5.0  # an idle connection between requests
+    send_timeout_s: Seconds = 30.0  # an answer the client takes nothing of
     max_connections: PositiveInt = 4096  # open at once, per process
     max_connections_per_client: PositiveInt = 256  # open at once from one address
 
