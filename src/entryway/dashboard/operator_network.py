@@ -63,7 +63,7 @@ async def _bounded(probe: Awaitable[int]) -> int | None:
 
 
 async def _report(services: Services, chain: ChainRuntime) -> ChainReport:
-    executors = [e.address for e in chain.rpc.bundler.executors]
+    executors = [e.address for e in chain.bundling.executors]  # its leader's, leading here
     reported, *balances = await asyncio.gather(
         _bounded(chain.eth.chain_id()),
         *(_bounded(chain.eth.get_balance(a)) for a in executors),
