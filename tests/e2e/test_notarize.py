@@ -47,7 +47,8 @@ async def test_a_document_is_anchored_and_its_proof_verifies(
         assert state["status"] == "anchored", state
         proof = (await http.get(f"/v1/notarizations/{state['id']}/proof", headers=auth)).json()
         after = (await http.get("/v1/credits", headers=auth)).json()["balance"]
-    assert before - after == 510  # 500 + 10 x 1 KiB x 1 step (docs/pricing.md)
+    # 500 + 10 x 1 KiB x 2 steps: the anchor's and the service's hashing (docs/pricing.md)
+    assert before - after == 520
 
     proof_file = tmp_path / "proof.json"
     proof_file.write_text(json.dumps(proof))

@@ -65,7 +65,7 @@ CHAIN_ID = 84532
 REDIS_URL = os.environ.get("ENTRYWAY_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 OPERATOR_TOKEN = "operator-" + secrets.token_hex(16)
 LEASE_SECONDS = 2.0
-RELAY = "relayed_user_operation"
+RELAY_KEYS = "userop:%"  # every op's relay charge, whatever the op did (a deploy, ...)
 
 
 def _pg_cluster(action: str) -> None:
@@ -350,7 +350,7 @@ async def assert_ledger_invariants(prod: Production) -> None:
             await db.execute(
                 select(usage_events.c.reference).where(
                     usage_events.c.project_id == prod.project_id,
-                    usage_events.c.operation == RELAY,
+                    usage_events.c.idempotency_key.like(RELAY_KEYS),
                 )
             )
         ).scalars()

@@ -84,7 +84,8 @@ async def test_a_direct_document_is_anchored_alone_and_verifies(
 ) -> None:
     n, proof = direct.notarization, direct.proof
     assert n.document_hash == document_hash(direct.document) == proof.leaf
-    assert n.credits == 510 and n.accepted is not None and n.accepted.kind == "document"
+    # 500 + 10 x 1 KiB x 2 steps: the leaf against the root, and the service's hashing
+    assert n.credits == 520 and n.accepted is not None and n.accepted.kind == "document"
     assert proof.leaf_count == 1 and proof.path == ()  # a tree of its own
     assert proof.chain_id == 80002 and proof.contract == client.defaults.notary
     status = await n.status()
@@ -145,8 +146,10 @@ async def test_a_direct_bulk_is_one_tree_in_one_transaction(
 ) -> None:
     hashes = [document_hash(fresh_document(f"bulk {i}")) for i in range(3)]
     bulk = await client.notarize_hashes(hashes, mode="direct")
-    assert [n.document_hash for n in bulk] == hashes and bulk.credits == 3 * 510
+    assert [n.document_hash for n in bulk] == hashes and bulk.credits == 3 * 530
     proofs = await bulk.wait_for_proofs(timeout=30, poll_interval=0.2)
+    # each hash: 500 + 10 x 1 KiB x (1 + 2), its steps the longest proof of the 3 hashes' tree
+    assert max(len(p.path) for p in proofs) == 2
     assert {(p.root, p.transaction_hash, p.leaf_count) for p in proofs} == {
         (proofs[0].root, proofs[0].transaction_hash, 3)
     }

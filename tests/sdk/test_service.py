@@ -15,6 +15,7 @@ from entryway_sdk import (
     NetworkMismatchError,
     NotFoundError,
     SponsorshipRefusedError,
+    abi,
 )
 from eth_account import Account
 
@@ -87,27 +88,51 @@ async def test_one_wallet_on_two_chains(client: Entryway, service: Service) -> N
     assert client.chain_id == 84532  # unchanged by a failed switch
 
 
-async def test_a_self_paid_op_is_charged_its_relay_only(service: Service) -> None:
+async def test_self_paid_wallet_operations_are_charged_their_fees_and_shown_as_such(
+    service: Service,
+) -> None:
     # a project of its own: no other test's sponsorship settles into the credits read here
-    async with await connect(service, key=await service.new_project([80002])) as client:
-        await pays_itself(client, service)
+    key = await service.new_project([80002])
+    async with await connect(service, key=key) as client:
+        await pays_itself(client, service, key)
 
 
-async def pays_itself(client: Entryway, service: Service) -> None:
+async def pays_itself(client: Entryway, service: Service, key: str) -> None:
+    """An op that pays its own gas, deploys its account and adds a guardian: charged
+    validation and relay plus both wallet operations' fees (docs/pricing.md), and listed in
+    usage as an account creation."""
     owner = Account.create()
     wallet = await client.wallet(owner, salt=7)
     await service.node(80002, "anvil_setBalance", wallet.address, hex(10**18))
     before = await client.credits()
-    op = await wallet.send({"to": Account.create().address, "value": 12345}, sponsored=False)
+    guardian = Account.create().address
+    add = abi.load("SmartAccount").encode_call("addGuardian", guardian)
+    calls = [{"to": Account.create().address, "value": 12345}, {"to": wallet.address, "data": add}]
+    op = await wallet.send(calls, sponsored=False)
     receipt = await op.wait(timeout=30)
     assert receipt.success and receipt.paymaster is None and receipt.actual_gas_cost > 0
     assert op.user_operation is not None and op.user_operation.paymaster is None
     after = await client.credits()
-    assert 0 < after.used_this_cycle - before.used_this_cycle < 1_000  # the relay alone
+    relay = 100 + 200 + len(op.user_operation.call_data)  # validation, relay, calldata bytes
+    # + account creation 1,000 + guardian management 500 and 250 for its verification step
+    # (the owner's signature)
+    charged = relay + 1_000 + 750
+    assert after.used_this_cycle - before.used_this_cycle == charged
     status = await client.op_status(op.user_op_hash)
     assert status.status == "included" and status.transaction_hash == receipt.transaction_hash
     info = await wallet.info()
     assert info.deployed and info.owner == owner.address and info.nonce == 1
+    assert [g.lower() for g in info.guardians] == [guardian.lower()]
+
+    auth = {"Authorization": f"Bearer {key}"}
+    async with httpx.AsyncClient(base_url=service.url, headers=auth) as http:
+        groups = (await http.get("/v1/usage", params={"groupBy": "operation"})).json()["groups"]
+        exported = (await http.get("/v1/usage/export", params={"format": "json"})).json()
+        csv = (await http.get("/v1/usage/export", params={"format": "csv"})).text
+    assert groups["account_creation"] == {"credits": charged, "operations": 1, "requests": 0}
+    assert "relayed_user_operation" not in groups
+    assert [(e["operation"], e["credits"]) for e in exported] == [("account_creation", charged)]
+    assert f",account_creation,{charged}," in csv
 
 
 async def test_a_policy_refusal_is_a_sponsorship_refused_error(service: Service) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 
+from entryway.domain.merkle import max_path_length
 from entryway.domain.pricebook import OperationType, PriceBook, Quote
 from entryway.domain.proof import AnchorRecord
 from entryway.errors import EntrywayError
@@ -137,12 +138,23 @@ class BatchMember:
     label: str | None
 
 
+def verification_steps(item: NewNotarization, request_size: int) -> int:
+    """The checks that make `item` verifiable, which its data size factor is multiplied by:
+    one for its leaf against the anchored root; one more when the service hashed an uploaded
+    document; and, in a request of several hashes, one per level of the Merkle tree the
+    request's hashes form (ceil(log2 n), the most proof steps tying the item to the others)."""
+    hashing = 1 if item.kind is NotarizationKind.DOCUMENT else 0
+    return 1 + hashing + max_path_length(max(request_size, 1))
+
+
 def request_quote(prices: PriceBook, items: Sequence[NewNotarization]) -> Quote:
     """What a request costs: the sum of its notarizations, each the notarization fee plus
-    the data size factor x its verification steps (one: a single leaf proves it)."""
+    the data size factor x its verification steps (`verification_steps`)."""
     totals: dict[str, int] = {}
     for item in items:
-        quote = prices.notarization_quote(data_bytes=item.data_bytes, verification_steps=1)
+        quote = prices.notarization_quote(
+            data_bytes=item.data_bytes, verification_steps=verification_steps(item, len(items))
+        )
         for component, credits in quote.breakdown:
             totals[component] = totals.get(component, 0) + credits
     return Quote.of(OperationType.NOTARIZATION, **totals)

@@ -1,5 +1,7 @@
-"""What a sponsored UserOperation does to an Entryway smart wallet, for the price book
-(requirements §8.3): deploying it, changing its guardians, or a step of its recovery. Pure.
+"""What a UserOperation does to an Entryway smart wallet, for the price book (requirements
+§8.3): deploying it, changing its guardians, or a step of its recovery. Pure. The charges are
+the same whoever pays the gas: a sponsored op carries them in its sponsorship quote, an op
+that pays its own gas in its relay charge (`paymaster.costs.relay_quote`).
 
 How SmartAccount is reached (contracts/SmartAccount.sol):
 
@@ -26,7 +28,7 @@ from eth_abi.abi import decode
 
 from entryway.domain.eip7702 import MARKER
 from entryway.domain.evm import keccak
-from entryway.domain.pricebook import PriceBook, Quote
+from entryway.domain.pricebook import OperationType, PriceBook, Quote
 from entryway.domain.userop import UserOperation
 
 
@@ -71,6 +73,12 @@ def classify(op: UserOperation) -> tuple[WalletCharge, ...]:
         charges.append(top)
     charges.extend(c for c in map(_self_call, _self_calls(op)) if c is not None)
     return tuple(charges)
+
+
+def wallet_operation(charges: Sequence[WalletCharge]) -> OperationType | None:
+    """What usage shows an op carrying `charges` as: its first charge's operation type (the
+    deployment, when it deploys), or None for an op that is no wallet operation."""
+    return OperationType(charges[0].kind.value) if charges else None
 
 
 def _top_level(call_data: bytes) -> WalletCharge | None:

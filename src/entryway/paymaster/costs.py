@@ -8,7 +8,8 @@ gas cost settles it; an op that never lands is released.
 An op that deploys an Entryway smart wallet, changes its guardians or takes a recovery step
 also pays those operations' service fees (`domain.wallet_ops`), as components of the same
 quote: the wallet charges depend on the op alone, so the hold and the settlement carry the
-same ones and differ only in gas.
+same ones and differ only in gas. An op that pays its own gas pays them in its relay charge
+instead (`relay_quote`), so each op is charged them once, whoever pays its gas.
 
 The hold's idempotency key is `sponsor:{chainId}:{hash}`, where the hash is the op's
 EIP-712 struct hash with its paymaster fields left out. The final userOpHash covers the
@@ -25,7 +26,7 @@ from datetime import datetime
 
 from entryway.domain.pricebook import PriceBook, Quote
 from entryway.domain.userop import UserOperation, user_op_struct_hash
-from entryway.domain.wallet_ops import classify, with_wallet_charges
+from entryway.domain.wallet_ops import classify, wallet_operation, with_wallet_charges
 from entryway.paymaster.calls import call_count, decode_calls
 from entryway.paymaster.ports import SponsorshipLedger, UsageRecord
 
@@ -79,6 +80,21 @@ def sponsorship_quote(
         return quote
     l1_credits = prices.gas_credits(chain_id, l1_fee_wei)
     return replace(quote, included=(("l1_fee_wei", l1_fee_wei), ("l1_fee_credits", l1_credits)))
+
+
+def relay_quote(prices: PriceBook, chain_id: int, op: UserOperation, *, sponsored: bool) -> Quote:
+    """The relay charge of an accepted op. A sponsored op's is nothing: its sponsorship quote
+    holds the relay and any wallet charges. An op paying its own gas is charged validation and
+    relay, plus the service fees of what it does to an Entryway wallet (without gas: the sender
+    paid it), and is shown in usage as that wallet operation."""
+    relay = prices.relayed_user_operation(
+        calls=1, calldata_bytes=len(op.call_data), sponsored=sponsored
+    )
+    charges = () if sponsored else classify(op)
+    operation = wallet_operation(charges)
+    if operation is None:
+        return relay
+    return replace(with_wallet_charges(relay, prices, chain_id, charges), operation=operation)
 
 
 def estimated_quote(prices: PriceBook, chain_id: int, op: UserOperation) -> Quote:

@@ -1,7 +1,9 @@
 """Recording what an accepted UserOperation costs: one unit of work per op.
 
 When the bundler accepts an op sent through the service, three things must happen together:
-the project is charged the relay (a usage event drawing on its lots), and, when the service's
+the project is charged the relay (a usage event drawing on its lots; for an op paying its own
+gas that deploys a wallet, changes its guardians or takes a recovery step, with those
+operations' service fees: `costs.relay_quote`), and, when the service's
 paymaster sponsors the op, the sponsorship hold made at signing is linked to the op's hash and
 a durable task is queued to settle that hold from the receipt. Written separately, a failure
 between them leaves a hold linked to an op nobody will ever settle (held forever), or an op
@@ -31,7 +33,7 @@ from datetime import UTC, datetime, timedelta
 from entryway.bundler.intake import IntakeAdmission, admitting
 from entryway.domain.pricebook import PriceBook
 from entryway.domain.userop import UserOperation
-from entryway.paymaster.costs import CreditsCounted, sponsorship_key
+from entryway.paymaster.costs import CreditsCounted, relay_quote, sponsorship_key
 from entryway.paymaster.ports import (
     AcceptedOp,
     AcceptedOpLedger,
@@ -110,9 +112,7 @@ class RelayAccounting:
             service_paymaster is not None
             and (op.paymaster or "").lower() == service_paymaster.lower()
         )
-        relay = self.prices.relayed_user_operation(
-            calls=1, calldata_bytes=len(op.call_data), sponsored=sponsored
-        )
+        relay = relay_quote(self.prices, chain_id, op, sponsored=sponsored)
         now = self.clock()
         settlement = None
         if sponsored:

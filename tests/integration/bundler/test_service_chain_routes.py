@@ -134,9 +134,10 @@ async def test_sent_ops_are_charged_to_their_project_and_only_it_sees_their_stat
     )
     assert r.json()["status"] == "included"
 
-    # Our paymaster's op was paid at sponsorship: relaying it is free; the other pays relay.
+    # Our paymaster's op was paid at sponsorship: relaying it is free; the other pays the
+    # relay and, as it deploys its account, the account creation (shown as what it is).
     prices = services.prices
-    relay = prices.validation + prices.relay_per_call
+    relay = prices.validation + prices.relay_per_call + prices.account_creation
     usage = [
         e
         async for e in services.platform.usage.events(
@@ -146,7 +147,7 @@ async def test_sent_ops_are_charged_to_their_project_and_only_it_sees_their_stat
     assert sorted((e.operation, e.credits, e.subject) for e in usage) == sorted(
         [
             ("relayed_user_operation", 0, sponsored.sender),
-            ("relayed_user_operation", relay, own_gas.sender),
+            ("account_creation", relay, own_gas.sender),
         ]
     )
     # Another project's key learns nothing about these ops.

@@ -213,22 +213,27 @@ async def test_each_request_is_charged_exactly_once(rig: NotaryRig) -> None:
     ]
     assert [a.status_code for a in answers] == [202, 202]
     first, again = answers[0].json(), answers[1].json()
-    assert first["count"] == 3 and first["credits"] == 3 * per_hash
+    # Each of 3 hashes: 1 step + 2 levels of the request's tree (docs/notary.md).
+    per_bulk_hash = prices.notarization_quote(data_bytes=32, verification_steps=3).credits
+    assert per_bulk_hash == 530
+    assert first["count"] == 3 and first["credits"] == 3 * per_bulk_hash
     assert [n["id"] for n in first["notarizations"]] == [n["id"] for n in again["notarizations"]]
     assert [n["documentHash"] for n in first["notarizations"]] == [
         i["documentHash"] for i in bulk["items"]
     ]
-    assert await rig.charges() == (3, 5 * per_hash)
+    assert await rig.charges() == (3, 2 * per_hash + 3 * per_bulk_hash)
 
     doc = os.urandom(2500)
-    doc_price = prices.notarization_quote(data_bytes=2500, verification_steps=1).credits
+    # The service hashed the upload: a second step (docs/notary.md).
+    doc_price = prices.notarization_quote(data_bytes=2500, verification_steps=2).credits
+    assert doc_price == 500 + 10 * 3 * 2
     for _ in range(2):
         status, answer = await _upload(rig, doc, idempotency_key="d-1")
         assert status == 202 and answer["credits"] == doc_price
-    assert await rig.charges() == (4, 5 * per_hash + doc_price)
+    assert await rig.charges() == (4, 2 * per_hash + 3 * per_bulk_hash + doc_price)
 
     after = (await store.credit_account(rig.project_id)).balance(_now())
-    assert before - after == 5 * per_hash + doc_price
+    assert before - after == 2 * per_hash + 3 * per_bulk_hash + doc_price
 
 
 async def test_invalid_requests_are_refused_and_not_charged(rig: NotaryRig) -> None:
