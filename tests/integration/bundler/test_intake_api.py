@@ -91,7 +91,8 @@ async def test_an_accepted_op_goes_to_the_intake_with_its_charge(
     status = await client.post(
         f"/rpc/{CHAIN}", headers=auth, json=rpc("entryway_getUserOperationStatus", op_hash)
     )
-    assert status.json()["result"] == {"status": "pending"}
+    # The caller's own op says where it came from (docs/paymaster.md).
+    assert status.json()["result"] == {"status": "pending", "submittedBy": "entryway"}
     by_hash = await client.post(
         f"/rpc/{CHAIN}", headers=auth, json=rpc("eth_getUserOperationByHash", op_hash)
     )
@@ -105,7 +106,11 @@ async def test_an_accepted_op_goes_to_the_intake_with_its_charge(
     status = await client.post(
         f"/rpc/{CHAIN}", headers=auth, json=rpc("entryway_getUserOperationStatus", op_hash)
     )
-    assert status.json()["result"] == {"status": "dropped", "reason": "nonce already used"}
+    assert status.json()["result"] == {
+        "status": "dropped",
+        "reason": "nonce already used",
+        "submittedBy": "entryway",
+    }
 
 
 async def test_an_op_failing_validation_is_written_nowhere(
@@ -143,7 +148,11 @@ async def test_an_op_mined_then_reorged_away_is_reported_dropped(
 
     assert await intake.mark(CHAIN, op_hash, OpStatus.INCLUDED, tx_hash="0x" + "ee" * 32)
     answer = await client.post(f"/rpc/{CHAIN}", headers=auth, json=status)
-    assert answer.json()["result"] == {"status": "dropped", "reason": "its block left the chain"}
+    assert answer.json()["result"] == {
+        "status": "dropped",
+        "reason": "its block left the chain",
+        "submittedBy": "entryway",
+    }
 
 
 async def test_receipt_polls_of_an_open_op_are_answered_from_the_intake(
