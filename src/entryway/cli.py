@@ -572,6 +572,10 @@ def networks() -> None:
                 "nativeToken": n.native_token.symbol,
                 "explorer": n.explorer_url,
                 "l2": n.is_l2,
+                "publicRpcs": [
+                    {"url": r.url, "operator": r.operator, "limits": r.limits}
+                    for r in n.public_rpcs
+                ],
             }
         )
 
