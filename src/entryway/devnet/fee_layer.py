@@ -196,8 +196,8 @@ class FeeLayer:
         if not (isinstance(params, list) and params and isinstance(params[0], dict)):
             return request
         tx = params[0]
-        if {"gasPrice", "maxFeePerGas", "maxPriorityFeePerGas"} <= tx.keys():
-            return request
+        if "gasPrice" in tx or {"maxFeePerGas", "maxPriorityFeePerGas"} <= tx.keys():
+            return request  # nothing left to fill
         base_fee, tip = await self._quote()
         filled = self.fees.filled(tx, base_fee, tip)
         return {**request, "params": [filled, *params[1:]]}
