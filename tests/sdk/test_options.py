@@ -114,5 +114,9 @@ def test_the_blocking_client_takes_the_options_too(monkeypatch: pytest.MonkeyPat
         assert client.chain_id == 80002
         assert client.client.api.retry.attempts == 1
     assert "api.test" in fake.hosts
+    with EntrywaySync.init(
+        api_key="ew_test_key", rpc_url=NODE, chain_id=80002, base_url=API, http=http
+    ) as client:
+        assert client.chain_id == 80002  # the keywords, as before
     with pytest.raises(ConfigurationError, match="ENTRYWAY_URL"):
         EntrywaySync.init(dataclasses.replace(OPTIONS, base_url=None), http=http)
