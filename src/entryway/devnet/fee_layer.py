@@ -1,7 +1,8 @@
 """A thin JSON-RPC layer in front of a devnet's anvil: it answers the fee suggestions
 (eth_maxPriorityFeePerGas, eth_gasPrice, eth_feeHistory) as the real network's node would,
-keeps the base fee at the network's floor before each block is mined, and passes everything
-else through untouched.
+fills the fees a caller left out of eth_fillTransaction and eth_sendTransaction the same
+way, keeps the base fee at the network's floor before each block is mined, and passes
+everything else through untouched.
 
 It runs its own event loop in a thread: a client that blocks the loop it was called from
 (a synchronous one, a test's) must not stall the node it is waiting for.
