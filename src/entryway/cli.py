@@ -275,10 +275,37 @@ def deploy(
         int, typer.Option(help="Top each paymaster's stake up to this.")
     ] = 0,
     unstake_delay: Annotated[int, typer.Option(help="Paymaster unstake delay, seconds.")] = 86_400,
+    rpc_probes: Annotated[
+        int, typer.Option(help="eth_blockNumber probes of the RPC's stability.")
+    ] = 5,
+    rpc_probe_interval: Annotated[
+        float, typer.Option(help="Seconds between two stability probes.")
+    ] = 0.5,
+    rpc_max_failures: Annotated[
+        int, typer.Option(help="Probes that may fail with the RPC still stable.")
+    ] = 0,
+    rpc_max_latency_ms: Annotated[
+        int, typer.Option(help="The slowest probe answer allowed, milliseconds.")
+    ] = 2_000,
+    max_head_age_blocks: Annotated[
+        int, typer.Option(help="How many block times old the latest block may be.")
+    ] = 30,
 ) -> None:
     """Check a network against the requirements, then deploy everything missing (idempotent):
     EntryPoint v0.8 and v0.7, each with Entryway's paymaster, and the contracts beside them."""
     from entryway.deploy.commands import deploy_network
+    from entryway.deploy.rpc_health import RpcHealthThresholds
+
+    try:
+        rpc_health = RpcHealthThresholds(
+            probes=rpc_probes,
+            probe_interval_s=rpc_probe_interval,
+            max_failures=rpc_max_failures,
+            max_latency_ms=rpc_max_latency_ms,
+            max_head_age_blocks=max_head_age_blocks,
+        )
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
 
     _run(
         deploy_network(
@@ -291,6 +318,7 @@ def deploy(
             stake_wei=paymaster_stake_wei,
             unstake_delay_s=unstake_delay,
             emit=_emit,
+            rpc_health=rpc_health,
         )
     )
 
@@ -544,6 +572,10 @@ def networks() -> None:
                 "nativeToken": n.native_token.symbol,
                 "explorer": n.explorer_url,
                 "l2": n.is_l2,
+                "publicRpcs": [
+                    {"url": r.url, "operator": r.operator, "limits": r.limits}
+                    for r in n.public_rpcs
+                ],
             }
         )
 

@@ -30,6 +30,19 @@ async def test_a_network_request_reaches_the_operator_and_the_answer_reaches_its
     assert await page.locator("#network-fields").is_hidden()  # for technical support only
     await page.select_option("#support-topic", "technical")
     assert await page.locator("#network-fields").is_visible()
+    asked = await page.locator("#provider-requirements").inner_text()
+    assert "debug_traceCall" in asked and "ERC-7562" in asked and "eth_feeHistory" in asked
+
+    rows = await page.locator("#rpc-endpoints tbody tr").all_inner_texts()
+    assert len(rows) == 4
+    for chain_id, url in (
+        ("137", "https://polygon-rpc.com"),
+        ("80002", "https://rpc-amoy.polygon.technology"),
+        ("8453", "https://mainnet.base.org"),
+        ("84532", "https://sepolia.base.org"),
+    ):
+        row = next(r for r in rows if url in r)
+        assert f"\t{chain_id}\t" in row and "rate-limited" in row, row
 
     await page.fill("textarea[name=message]", "We would like to run on Gnosis.")
     await page.fill("input[name=chain_name]", "Gnosis")
@@ -50,6 +63,8 @@ async def test_a_network_request_reaches_the_operator_and_the_answer_reaches_its
     text = await mine.inner_text()
     for shown in ("open", "Gnosis", "100", "10200", "Payroll in a stable-fee currency", "Payroll"):
         assert shown in text, shown
+    must_offer = await mine.locator(".provider-must-offer").inner_text()
+    assert must_offer == "debug_traceCall, eth_feeHistory"
     await screenshots(page, "support")
 
     operator_context = await browser.new_context(viewport=DESKTOP)  # type: ignore[arg-type]
@@ -63,6 +78,7 @@ async def test_a_network_request_reaches_the_operator_and_the_answer_reaches_its
         seen = await request.inner_text()
         for shown in ("Gnosis", "100", "10200", "Payroll in a stable-fee currency", "open"):
             assert shown in seen, shown
+        assert "RPC provider must offer\ndebug_traceCall, eth_feeHistory" in seen
         await screenshots(operator, "operator-support")
         await operator.get_by_label(f"Answer to {email}").fill(
             "Gnosis is planned: we write by March."

@@ -159,11 +159,15 @@ async def test_deploy_command_brings_up_a_bare_chain(tmp_path: Path) -> None:
             )
             assert code == 0, err
             checks = [line for line in lines if "requirement" in line]
-            assert [c["ok"] for c in checks] == [True, True, True, True]
+            assert [c["ok"] for c in checks] == [True] * 6
             assert [c["requirement"] for c in checks][2:] == [
+                "chain active (fresh head)",
+                "RPC endpoint stable",
                 "EntryPoint v0.8 present or deployable",
                 "EntryPoint v0.7 present or deployable",
             ]
+            assert "block time 2 s" in str(checks[2]["detail"])  # Base's, from the registry
+            assert "5/5 probes answered" in str(checks[3]["detail"])
             done = [line["done"] for line in lines if "done" in line]
             assert done[0] == "installed the deterministic deployer"
             assert len([d for d in done if d.startswith("deployed ")]) == 7

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from entryway.devnet.fees import devnet_fees
+from entryway.devnet.fees import DevnetFees, devnet_fees
 from entryway.domain.networks import GWEI
 
 
@@ -33,3 +33,14 @@ def test_fee_history_shows_the_floor_and_the_minimum_tip() -> None:
 
 def test_a_chain_no_network_has_runs_plain_anvil() -> None:
     assert devnet_fees(31337) is None
+
+
+def test_a_fee_less_transaction_is_filled_as_geth_fills_it() -> None:
+    fees = DevnetFees(base_fee_floor=GWEI // 200, min_tip=GWEI // 1000)
+    filled = fees.filled({"to": "0x01"}, next_base_fee=GWEI // 400, tip=GWEI // 1000)
+    assert filled["maxPriorityFeePerGas"] == hex(GWEI // 1000)
+    assert filled["maxFeePerGas"] == hex(2 * (GWEI // 200) + GWEI // 1000)  # from the floor
+    legacy = fees.filled({"type": "0x0"}, next_base_fee=GWEI // 200, tip=GWEI // 1000)
+    assert legacy["gasPrice"] == hex(GWEI // 200 + GWEI // 1000)
+    given = {"maxFeePerGas": hex(GWEI), "maxPriorityFeePerGas": hex(GWEI)}
+    assert fees.filled(given, next_base_fee=GWEI, tip=1) == given

@@ -6,6 +6,7 @@ from entryway.domain.networks import (
     DEFAULT_DEVNET_CHAINS,
     NETWORKS,
     OP_STACK_GAS_PRICE_ORACLE,
+    PROVIDER_REQUIREMENTS,
     ChainFamily,
     UnknownNetworkError,
     by_name,
@@ -53,3 +54,37 @@ def test_unknown_chain_is_an_entryway_error() -> None:
 
 def test_devnet_defaults_are_the_testnets() -> None:
     assert DEFAULT_DEVNET_CHAINS == (80002, 84532)
+
+
+def test_each_network_names_its_teams_public_rpc_with_its_limits() -> None:
+    official = {
+        137: "https://polygon-rpc.com",
+        80002: "https://rpc-amoy.polygon.technology",
+        8453: "https://mainnet.base.org",
+        84532: "https://sepolia.base.org",
+    }
+    for chain_id, url in official.items():
+        (endpoint,) = NETWORKS[chain_id].public_rpcs
+        assert endpoint.url == url
+        assert endpoint.operator and "rate-limited" in endpoint.limits
+        assert "not production" in endpoint.limits
+
+
+def test_a_provider_must_offer_tracing_and_fee_history() -> None:
+    methods = dict(PROVIDER_REQUIREMENTS)
+    assert set(methods) == {"debug_traceCall", "eth_feeHistory"}
+    assert "ERC-7562" in methods["debug_traceCall"]
+
+
+def test_entryway_networks_lists_the_public_rpcs() -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from entryway.cli import app
+
+    shown = CliRunner().invoke(app, ["networks"])
+    assert shown.exit_code == 0, shown.output
+    listed = {row["chainId"]: row for row in map(json.loads, shown.output.splitlines())}
+    assert [r["url"] for r in listed[84532]["publicRpcs"]] == ["https://sepolia.base.org"]
+    assert all(row["publicRpcs"] for row in listed.values())

@@ -1,7 +1,9 @@
 """Entryway's Python SDK: smart wallets, sponsored ERC-4337 UserOperations, guardians and
 recovery, credits and webhooks, against an Entryway service.
 
-    client = await Entryway.init(api_key=..., rpc_url=..., chain_id=80002, base_url=...)
+    client = await Entryway.init(
+        EntrywayOptions(api_key=..., rpc_url=..., chain_id=80002, base_url=...)
+    )  # base_url omitted: the ENTRYWAY_URL environment variable
     wallet = await client.wallet(owner)            # an eth-account LocalAccount, or a Signer
     op = await wallet.send([{"to": a, "data": d}, {"to": b, "value": 1}])
     receipt = await op.wait()
@@ -16,11 +18,12 @@ recovery, credits and webhooks, against an Entryway service.
 
 from entryway_sdk.anchor_verification import verify_proof_on_chain
 from entryway_sdk.calls import Call
-from entryway_sdk.client import DEFAULT_BASE_URL, Entryway
+from entryway_sdk.client import Entryway
 from entryway_sdk.errors import (
     ApiError,
     ChainNotRecognisedError,
     Check,
+    ConfigurationError,
     EntrywayError,
     InvalidApiKeyError,
     JsonRpcError,
@@ -61,6 +64,7 @@ from entryway_sdk.notarization import (
     NotarizationStatus,
 )
 from entryway_sdk.operations import PendingUserOperation, SendOptions
+from entryway_sdk.options import BASE_URL_ENV, EntrywayOptions
 from entryway_sdk.proof import (
     PROOF_VERSION,
     Proof,
@@ -87,7 +91,7 @@ from entryway_sdk.webhooks import verify_webhook
 __version__ = "0.1.0"
 
 __all__ = [
-    "DEFAULT_BASE_URL",
+    "BASE_URL_ENV",
     "ENTRY_POINT_V07",
     "ENTRY_POINT_V08",
     "PROOF_VERSION",
@@ -98,11 +102,13 @@ __all__ = [
     "Call",
     "ChainNotRecognisedError",
     "Check",
+    "ConfigurationError",
     "CreditLot",
     "Credits",
     "EntryPointVersion",
     "Entryway",
     "EntrywayError",
+    "EntrywayOptions",
     "EntrywaySync",
     "ExistingAccount",
     "GasPrice",

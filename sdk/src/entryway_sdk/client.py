@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, overload
 
 import httpx
 
@@ -31,17 +31,17 @@ from entryway_sdk.notarization import (
     Notary,
 )
 from entryway_sdk.operations import ChainSession, PendingUserOperation, Speed
+from entryway_sdk.options import EntrywayOptions
 from entryway_sdk.proof import ProofLike, VerificationResult, verify_proof
 from entryway_sdk.signer import SignerLike, UserOpHashSigner, as_signer
 from entryway_sdk.transport import NodeRpc, RetryPolicy, ServiceApi
 from entryway_sdk.userop import ENTRY_POINT_V07, EntryPointVersion
 from entryway_sdk.wallet import SmartWallet
 
-DEFAULT_BASE_URL = "http://127.0.0.1:8000"
-
 
 class Entryway:
-    """An Entryway client for one chain. Create it with `await Entryway.init(...)`, close it
+    """An Entryway client for one chain. Create it with
+    `await Entryway.init(EntrywayOptions(...))` (or its fields as keywords), close it
     with `await client.aclose()` (or `async with`).
 
     Every REST error raises a typed `EntrywayError` (see `entryway_sdk.errors`)."""
@@ -51,6 +51,13 @@ class Entryway:
         self._http = http
         self._owns_http = owns_http
 
+    @overload
+    @classmethod
+    async def init(
+        cls, options: EntrywayOptions, /, *, http: httpx.AsyncClient | None = None
+    ) -> Entryway: ...
+
+    @overload
     @classmethod
     async def init(
         cls,
@@ -58,24 +65,51 @@ class Entryway:
         api_key: str,
         rpc_url: str,
         chain_id: int,
-        base_url: str = DEFAULT_BASE_URL,
+        base_url: str | None = None,
         request_timeout: float = 30.0,
         retry: RetryPolicy | None = None,
         http: httpx.AsyncClient | None = None,
-    ) -> Entryway:
-        """Connect to the service at `base_url` with the project's `api_key`, for `chain_id`
-        through the caller's RPC endpoint `rpc_url`.
+    ) -> Entryway: ...
 
-        Checks that the RPC answers and serves `chain_id` (NetworkConnectionError,
-        NetworkMismatchError), then loads the chain's defaults from `/get-sdk-defaults`
-        (InvalidApiKeyError, ChainNotRecognisedError, PlanNetworkNotAllowedError,
-        NetworkConnectionError). `http`, if given, is used and left open by `aclose`."""
+    @classmethod
+    async def init(
+        cls,
+        options: EntrywayOptions | None = None,
+        *,
+        api_key: str | None = None,
+        rpc_url: str | None = None,
+        chain_id: int | None = None,
+        base_url: str | None = None,
+        request_timeout: float | None = None,
+        retry: RetryPolicy | None = None,
+        http: httpx.AsyncClient | None = None,
+    ) -> Entryway:
+        """Connect to the service at `options.base_url` (else `ENTRYWAY_URL`) with the
+        project's `api_key`, for `chain_id` through the caller's RPC endpoint `rpc_url`.
+        Takes an `EntrywayOptions`, or its fields as keyword arguments.
+
+        Raises ConfigurationError when no service URL is given either way. Checks that the
+        RPC answers and serves `chain_id` (NetworkConnectionError, NetworkMismatchError),
+        then loads the chain's defaults from `/get-sdk-defaults` (InvalidApiKeyError,
+        ChainNotRecognisedError, PlanNetworkNotAllowedError, NetworkConnectionError).
+        `http`, if given, is used and left open by `aclose`."""
+        given = {
+            "api_key": api_key,
+            "rpc_url": rpc_url,
+            "chain_id": chain_id,
+            "base_url": base_url,
+            "request_timeout": request_timeout,
+            "retry": retry,
+        }
+        options = _options(options, {k: v for k, v in given.items() if v is not None})
+        base_url = options.service_url()
         owns_http = http is None
-        session = http if http is not None else httpx.AsyncClient(timeout=request_timeout)
-        policy = retry or RetryPolicy()
+        session = http if http is not None else httpx.AsyncClient(timeout=options.request_timeout)
+        policy = options.retry or RetryPolicy()
         try:
-            api = ServiceApi(session, base_url, api_key, policy)
-            chain = await _connect(api, NodeRpc(session, rpc_url, policy), chain_id)
+            api = ServiceApi(session, base_url, options.api_key, policy)
+            node = NodeRpc(session, options.rpc_url, policy)
+            chain = await _connect(api, node, options.chain_id)
         except BaseException:
             if owns_http:
                 await session.aclose()
@@ -316,3 +350,14 @@ async def _connect(api: ServiceApi, node: NodeRpc, chain_id: int) -> ChainSessio
         raise NetworkMismatchError(node.url, chain_id, actual)
     defaults = SdkDefaults.parse(await api.get("/get-sdk-defaults", {"chainId": chain_id}))
     return ChainSession(api, node, defaults)
+
+
+def _options(options: EntrywayOptions | None, settings: dict[str, Any]) -> EntrywayOptions:
+    """The options `init` was given, one way or the other but not both."""
+    if options is None:
+        return EntrywayOptions(**settings)  # TypeError names a missing or unknown field
+    if settings:
+        raise TypeError(
+            f"Entryway.init takes EntrywayOptions or keyword settings, not both: {sorted(settings)}"
+        )
+    return options

@@ -2,6 +2,7 @@
 and its JSON-RPC errors (ERC-4337 / ERC-7769 codes) as typed exceptions.
 
     EntrywayError
+    ├── ConfigurationError            the client was set up without a service URL (a ValueError)
     ├── ApiError                      a problem+json answer (status, code, detail, problem)
     │   ├── InvalidApiKeyError        invalid_api_key (401)
     │   ├── ChainNotRecognisedError   chain_not_recognised (403), `.checks`
@@ -36,6 +37,10 @@ from entryway_sdk import abi
 
 class EntrywayError(Exception):
     """Base class of every error the SDK raises on purpose."""
+
+
+class ConfigurationError(EntrywayError, ValueError):
+    """The client cannot be set up from what it was given (no service URL, say)."""
 
 
 @dataclass(frozen=True, slots=True)

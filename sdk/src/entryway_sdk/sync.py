@@ -8,7 +8,9 @@ import asyncio
 import threading
 from collections.abc import Coroutine, Mapping, Sequence
 from types import TracebackType
-from typing import Any, TypeVar, Unpack
+from typing import Any, TypeVar, Unpack, overload
+
+import httpx
 
 from entryway_sdk.calls import CallLike
 from entryway_sdk.client import Entryway
@@ -29,9 +31,11 @@ from entryway_sdk.notarization import (
     NotarizationStatus,
 )
 from entryway_sdk.operations import PendingUserOperation, SendKwargs, Speed
+from entryway_sdk.options import EntrywayOptions
 from entryway_sdk.proof import Proof, ProofLike, VerificationResult
 from entryway_sdk.recovery import RecoveryApproval
 from entryway_sdk.signer import SignerLike
+from entryway_sdk.transport import RetryPolicy
 from entryway_sdk.wallet import SmartWallet
 
 T = TypeVar("T")
@@ -188,17 +192,41 @@ class ExistingAccountSync:
 
 
 class EntrywaySync:
-    """`Entryway`, blocking: `EntrywaySync.init(...)` takes `Entryway.init`'s arguments.
-    Close it (`close()` or `with`) to stop its event loop."""
+    """`Entryway`, blocking: `EntrywaySync.init(...)` takes `Entryway.init`'s arguments
+    (an `EntrywayOptions`, or its fields as keywords). Close it (`close()` or `with`) to
+    stop its event loop."""
 
     def __init__(self, client: Entryway, loop: _LoopThread, *, owns_loop: bool) -> None:
         self._client, self._loop, self._owns_loop = client, loop, owns_loop
 
+    @overload
     @classmethod
-    def init(cls, **kwargs: Any) -> EntrywaySync:
+    def init(
+        cls, options: EntrywayOptions, /, *, http: httpx.AsyncClient | None = None
+    ) -> EntrywaySync: ...
+
+    @overload
+    @classmethod
+    def init(
+        cls,
+        *,
+        api_key: str,
+        rpc_url: str,
+        chain_id: int,
+        base_url: str | None = None,
+        request_timeout: float = 30.0,
+        retry: RetryPolicy | None = None,
+        http: httpx.AsyncClient | None = None,
+    ) -> EntrywaySync: ...
+
+    @classmethod
+    def init(cls, options: EntrywayOptions | None = None, **settings: Any) -> EntrywaySync:
         loop = _LoopThread()
         try:
-            client = loop.run(Entryway.init(**kwargs))
+            if options is None:
+                client = loop.run(Entryway.init(**settings))
+            else:
+                client = loop.run(Entryway.init(options, **settings))
         except BaseException:
             loop.close()
             raise

@@ -12,6 +12,7 @@ from fastapi.responses import Response
 from starlette.datastructures import FormData
 
 from entryway.dashboard import web
+from entryway.domain.networks import NETWORKS, PROVIDER_REQUIREMENTS
 from entryway.domain.support import (
     SupportError,
     SupportTopic,
@@ -47,11 +48,14 @@ async def project_choices(request: Request, who: web.Viewer) -> list[ProjectChoi
 
 def filed_details(data: FormData, topic: SupportTopic) -> dict[str, Any] | None:
     """The additional-network fields, when technical support names a network: every field
-    then, the chain ids as positive integers."""
+    then, the chain ids as positive integers, and the methods its RPC provider must offer."""
     given = {name: web.text(data, name) for name in NETWORK_FIELDS}
     if topic is not SupportTopic.TECHNICAL or not any(given.values()):
         return None
-    return dict(network_request(**given).as_details())
+    # What its RPC provider must offer goes with the request: the operator answers knowing
+    # the author was told, and the author keeps the list with the request.
+    must_offer = [method for method, _why in PROVIDER_REQUIREMENTS]
+    return {**network_request(**given).as_details(), "provider_must_offer": must_offer}
 
 
 def routes() -> APIRouter:
@@ -74,6 +78,8 @@ def routes() -> APIRouter:
             "form": form or {"topic": request.query_params.get("topic", "")},
             "error": error,
             "done": request.query_params.get("done"),
+            "networks": list(NETWORKS.values()),
+            "provider_requirements": PROVIDER_REQUIREMENTS,
         }
         return web.render(request, who, "support.html", context, status=status)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from entryway.chain.retry import RetryPolicy
 from entryway.chain.rpc import EthClient, JsonRpcClient
 from entryway.chain.transactor import Transactor
 from entryway.deploy.deployer import (
@@ -13,6 +14,7 @@ from entryway.deploy.deployer import (
     check_requirements,
 )
 from entryway.deploy.plan import Operator, plan_deployment
+from entryway.deploy.rpc_health import RpcHealthThresholds
 from entryway.domain.evm import checksum
 from entryway.errors import EntrywayError
 from entryway.keys import load_key_file
@@ -33,6 +35,7 @@ async def deploy_network(
     stake_wei: int,
     unstake_delay_s: int,
     emit: Callable[[object], None],
+    rpc_health: RpcHealthThresholds | None = None,
 ) -> None:
     operator = load_key_file(key_file)
     plan = plan_deployment(
@@ -42,10 +45,15 @@ async def deploy_network(
             notary_submitter=checksum(notary_submitter or operator.address),
         )
     )
-    async with JsonRpcClient(rpc_url) as rpc:
+    # The probes go through a client that tries each call once: a retry would hide the
+    # failure they count.
+    once = RetryPolicy(attempts=1)
+    async with JsonRpcClient(rpc_url) as rpc, JsonRpcClient(rpc_url, retry=once) as probe_rpc:
         eth = EthClient(rpc)
         chain_id = expected_chain_id if expected_chain_id is not None else await eth.chain_id()
-        checks = await check_requirements(eth, chain_id, plan)
+        checks = await check_requirements(
+            eth, chain_id, plan, rpc_health, probe=EthClient(probe_rpc)
+        )
         for check in checks:
             emit({"requirement": check.requirement, "ok": check.ok, "detail": check.detail})
         failed = [c.requirement for c in checks if not c.ok]

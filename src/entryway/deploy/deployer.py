@@ -3,6 +3,7 @@ and kept, what is missing is deployed through the deterministic deployer."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from eth_abi.abi import encode
@@ -19,6 +20,14 @@ from entryway.deploy.plan import (
     ContractPlan,
     DeploymentPlan,
     plan_contract,
+)
+from entryway.deploy.rpc_health import (
+    FALLBACK_BLOCK_TIME_S,
+    RpcHealthThresholds,
+    block_time_s,
+    head_freshness,
+    probe_stability,
+    stability,
 )
 from entryway.domain.entry_points import V07, V08, EntryPointRelease
 from entryway.errors import EntrywayError
@@ -127,11 +136,17 @@ def runtime_code_matches(artifact: str, code: bytes) -> bool:
 
 
 async def check_requirements(
-    eth: EthClient, expected_chain_id: int, plan: DeploymentPlan
+    eth: EthClient,
+    expected_chain_id: int,
+    plan: DeploymentPlan,
+    thresholds: RpcHealthThresholds | None = None,
+    *,
+    probe: EthClient | None = None,
 ) -> list[RequirementCheck]:
     """The requirements for an additional network (docs/requirements.md §1.2): EVM-compatible,
-    its RPC answering with the expected chain id, and each EntryPoint release (v0.8, v0.7)
-    present or deployable."""
+    its RPC answering with the expected chain id, the chain active (a fresh head) with a
+    stable endpoint (`thresholds`; probed through `probe`, a client that does not retry,
+    else `eth`), and each EntryPoint release (v0.8, v0.7) present or deployable."""
     try:
         chain_id = await eth.chain_id()
         block = await eth.get_block("latest")
@@ -152,9 +167,31 @@ async def check_requirements(
             f"RPC answers chain id {chain_id}, expected {expected_chain_id}",
         ),
     ]
+    checks += await _activity_checks(eth, probe or eth, expected_chain_id, block, thresholds)
     for release, entry_point in ((V08, plan.entry_point), (V07, plan.entry_point_v07)):
         checks.append(await _entry_point_check(eth, release, entry_point))
     return checks
+
+
+async def _activity_checks(
+    eth: EthClient,
+    probe: EthClient,
+    chain_id: int,
+    head: dict[str, object],
+    thresholds: RpcHealthThresholds | None,
+) -> list[RequirementCheck]:
+    limits = thresholds or RpcHealthThresholds()
+    head_age_s = time.time() - int(str(head["timestamp"]), 16)
+    try:
+        pace = await block_time_s(eth, chain_id, head)
+    except (RpcTransportError, RpcError):
+        pace = FALLBACK_BLOCK_TIME_S
+    fresh = head_freshness(int(str(head["number"]), 16), head_age_s, pace, limits)
+    stable = stability(await probe_stability(probe, limits), limits)
+    return [
+        RequirementCheck("chain active (fresh head)", fresh.ok, fresh.detail),
+        RequirementCheck("RPC endpoint stable", stable.ok, stable.detail),
+    ]
 
 
 async def _entry_point_check(

@@ -69,6 +69,9 @@ class AnvilConfig:
     # False: anvil suggests tips from recent blocks alone, not at least 1 gwei (the fee
     # layer in front of it then applies the network's own minimum).
     min_suggested_tip: bool = True
+    # Unix seconds of the genesis block; None: now. Anvil's clock runs on from there, so a
+    # past value gives a chain whose head looks halted that long ago.
+    genesis_timestamp: int | None = None
 
 
 class AnvilProcess:
@@ -112,6 +115,8 @@ class AnvilProcess:
             cmd += ["--base-fee", str(c.base_fee_per_gas)]
         if not c.min_suggested_tip:
             cmd.append("--disable-min-priority-fee")
+        if c.genesis_timestamp is not None:
+            cmd += ["--timestamp", str(c.genesis_timestamp)]
         return cmd
 
     async def start(self) -> None:

@@ -1,7 +1,8 @@
 """A thin JSON-RPC layer in front of a devnet's anvil: it answers the fee suggestions
 (eth_maxPriorityFeePerGas, eth_gasPrice, eth_feeHistory) as the real network's node would,
-keeps the base fee at the network's floor before each block is mined, and passes everything
-else through untouched.
+fills the fees a caller left out of eth_fillTransaction and eth_sendTransaction the same
+way, keeps the base fee at the network's floor before each block is mined, and passes
+everything else through untouched.
 
 It runs its own event loop in a thread: a client that blocks the loop it was called from
 (a synchronous one, a test's) must not stall the node it is waiting for.
@@ -145,6 +146,12 @@ class FeeLayer:
             assert self._floor_lock is not None
             async with self._floor_lock:  # no other block mined between the two
                 await self._keep_floor()
+                if method == "eth_sendTransaction":
+                    # Anvil's own 1 gwei tip is over a Base block's whole fee cap.
+                    try:
+                        request = await self._with_quoted_fees(request)
+                    except _NodeError as exc:
+                        return {"jsonrpc": "2.0", "id": request.get("id"), "error": exc.error}
                 return await self._node(request)
         if method == _FILL:
             try:
@@ -182,21 +189,19 @@ class FeeLayer:
         return int(history["baseFeePerGas"][-1], 16), tip
 
     async def _with_quoted_fees(self, request: dict[str, Any]) -> dict[str, Any]:
-        """eth_fillTransaction with the fees the caller left out set from the quote: anvil
-        would fill in its own 1 gwei tip, under Polygon's minimum and over Base's whole fee
-        (viem fills transactions this way first)."""
+        """eth_fillTransaction or eth_sendTransaction with the fees the caller left out set
+        from the quote, as the real network's node fills them: anvil would fill in its own
+        1 gwei tip, under Polygon's minimum and over Base's whole fee (viem fills
+        transactions this way first; scripts send them this way)."""
         params = request.get("params")
         if not (isinstance(params, list) and params and isinstance(params[0], dict)):
             return request
         tx = params[0]
-        if {"gasPrice", "maxFeePerGas", "maxPriorityFeePerGas"} & tx.keys():
-            return request
+        if "gasPrice" in tx or {"maxFeePerGas", "maxPriorityFeePerGas"} <= tx.keys():
+            return request  # nothing left to fill
         base_fee, tip = await self._quote()
-        if tx.get("type") in ("0x0", "0x1"):
-            fees = {"gasPrice": hex(self.fees.gas_price(base_fee, tip))}
-        else:  # EIP-1559, with room for the base fee to double, as clients default to
-            fees = {"maxFeePerGas": hex(2 * base_fee + tip), "maxPriorityFeePerGas": hex(tip)}
-        return {**request, "params": [{**tx, **fees}, *params[1:]]}
+        filled = self.fees.filled(tx, base_fee, tip)
+        return {**request, "params": [filled, *params[1:]]}
 
     async def _keep_floor(self) -> None:
         """The next block's base fee, if EIP-1559 has taken it under the floor, back up to it."""

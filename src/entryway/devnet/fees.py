@@ -71,6 +71,23 @@ class DevnetFees:
             ]
         return out
 
+    def filled(self, tx: dict[str, Any], next_base_fee: int, tip: int) -> dict[str, Any]:
+        """`tx` with the fee fields its sender left out set as geth and bor fill them for
+        eth_sendTransaction and eth_fillTransaction: the suggested tip, and a fee cap with
+        room for the base fee to double. A legacy or access-list transaction gets a gas
+        price. Fields the sender gave are kept, so a cap under the tip still fails as on
+        the real network."""
+        base_fee = max(next_base_fee, self.base_fee_floor)
+        if "gasPrice" in tx or tx.get("type") in ("0x0", "0x1"):
+            if "gasPrice" in tx:
+                return tx
+            return {**tx, "gasPrice": hex(self.gas_price(base_fee, tip))}
+        out = dict(tx)
+        out.setdefault("maxPriorityFeePerGas", hex(tip))
+        if "maxFeePerGas" not in out:
+            out["maxFeePerGas"] = hex(2 * base_fee + int(out["maxPriorityFeePerGas"], 16))
+        return out
+
 
 def devnet_fees(chain_id: int) -> DevnetFees | None:
     """The fee behaviour of `chain_id`'s network; None for a chain no network has (plain

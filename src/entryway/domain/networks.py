@@ -65,6 +65,38 @@ class NativeToken:
 
 
 @dataclass(frozen=True, slots=True)
+class PublicRpc:
+    """A public JSON-RPC endpoint a network's own team runs, free and keyless, as its team
+    publishes it. Entryway never calls these by itself: they are suggestions for the
+    `rpc_urls` of a chain (docs/deploy.md, "RPC providers")."""
+
+    url: str
+    operator: str  # who runs it
+    limits: str  # what the operator publishes about its limits
+
+
+# What a node provider must offer for Entryway's bundler and paymaster on a chain (asked of
+# every request for an additional network).
+PROVIDER_REQUIREMENTS: tuple[tuple[str, str], ...] = (
+    (
+        "debug_traceCall",
+        "with state overrides: the bundler validates each UserOperation under the ERC-7562 "
+        "rules by tracing its validation",
+    ),
+    (
+        "eth_feeHistory",
+        "wallets and standard ERC-4337 clients (viem, permissionless) estimate EIP-1559 fees "
+        "from the recent blocks' base fees and tips",
+    ),
+)
+
+_PUBLIC_LIMITS = (
+    "rate-limited and shared, with no uptime commitment: for development and light use, "
+    "not production traffic; debug_traceCall not promised"
+)
+
+
+@dataclass(frozen=True, slots=True)
 class Network:
     chain_id: int
     name: str
@@ -75,6 +107,7 @@ class Network:
     is_l2: bool
     fee_rules: FeeRules
     block_time_ms: int
+    public_rpcs: tuple[PublicRpc, ...] = ()  # the network team's own public endpoints
 
     @property
     def is_testnet(self) -> bool:
@@ -115,6 +148,7 @@ NETWORKS: dict[int, Network] = {
             is_l2=False,
             fee_rules=_POLYGON_FEES,
             block_time_ms=2000,
+            public_rpcs=(PublicRpc("https://polygon-rpc.com", "Polygon Labs", _PUBLIC_LIMITS),),
         ),
         Network(
             chain_id=80002,
@@ -126,6 +160,9 @@ NETWORKS: dict[int, Network] = {
             is_l2=False,
             fee_rules=_POLYGON_FEES,
             block_time_ms=2000,
+            public_rpcs=(
+                PublicRpc("https://rpc-amoy.polygon.technology", "Polygon Labs", _PUBLIC_LIMITS),
+            ),
         ),
         Network(
             chain_id=8453,
@@ -137,6 +174,7 @@ NETWORKS: dict[int, Network] = {
             is_l2=True,
             fee_rules=_BASE_FEES,
             block_time_ms=2000,
+            public_rpcs=(PublicRpc("https://mainnet.base.org", "Base (Coinbase)", _PUBLIC_LIMITS),),
         ),
         Network(
             chain_id=84532,
@@ -148,6 +186,7 @@ NETWORKS: dict[int, Network] = {
             is_l2=True,
             fee_rules=_BASE_FEES,
             block_time_ms=2000,
+            public_rpcs=(PublicRpc("https://sepolia.base.org", "Base (Coinbase)", _PUBLIC_LIMITS),),
         ),
     )
 }
