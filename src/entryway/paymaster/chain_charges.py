@@ -92,6 +92,18 @@ class PaymasterEventFollower:
         cursor = await self.book.cursor(self.chain_id)
         if cursor is None:
             cursor = EventCursor(max(head - self.start_lookback, 0), -1, 0)
+        elif cursor.next_block > head + 1:
+            # The chain is shorter than what was read (a node restarted from older state):
+            # its blocks from there on may differ; read them, and the lookback, again.
+            log.warning(
+                "chain %d: the node's head %d is below the paymaster events read (to %d); "
+                "reading again from block %d",
+                self.chain_id,
+                head,
+                cursor.next_block - 1,
+                max(head - self.start_lookback, 0),
+            )
+            cursor = EventCursor(max(head - self.start_lookback, 0), -1, 0)
         if self._rewind_to is not None:
             cursor = EventCursor(
                 min(cursor.next_block, self._rewind_to), cursor.final_block, cursor.final_time
