@@ -207,7 +207,7 @@ async def test_a_bad_file_exits_2_naming_the_key(deployed: Deployed) -> None:
     code, out = await run("api", "--config", str(path))
     assert code == 2
     assert "chains[0].rpc_urls: " in out
-    assert "chains[0].executor_key_files: " in out
+    assert "chains[0].notary_submitter_key_file: " in out
 
 
 async def _until_healthy(proc: asyncio.subprocess.Process, url: str) -> None:
@@ -384,31 +384,24 @@ async def test_a_fifth_network_is_one_config_entry(tmp_path: Path) -> None:
             await _stop(proc)
 
 
-async def test_the_standalone_bundler_takes_a_chain_from_the_settings(deployed: Deployed) -> None:
+async def test_the_bundler_of_a_configured_chain_is_its_leader(deployed: Deployed) -> None:
+    """`entryway bundler --config FILE --chain N` takes the chain's URLs, executor keys and
+    EntryPoint from the settings and leads the chain's bundling from the intake (SQLite: the
+    lease row), saying so on stdout."""
     path = config(deployed, "bundler")
     code, out = await run("bundler", "--config", str(path), "--chain", "80002")
     assert code == 2 and "chains: no chain 80002 in the settings" in out
-    port = _free_port()
+    code, out = await run("migrate", "--config", str(path))
+    assert code == 0, out
     proc = await asyncio.create_subprocess_exec(
         ENTRYWAY, "bundler", "--config", str(path), "--chain", str(CHAIN_ID),
-        "--port", str(port), stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.DEVNULL, env=_clean_environment(),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
+        env=_clean_environment(),
     )  # fmt: skip
     try:
-        call = {"jsonrpc": "2.0", "id": 1, "method": "eth_supportedEntryPoints", "params": []}
-        async with httpx.AsyncClient() as http:
-            for _ in range(300):
-                try:
-                    answer = await http.post(f"http://127.0.0.1:{port}/rpc", json=call)
-                    break
-                except httpx.HTTPError:
-                    assert proc.returncode is None, "the bundler exited"
-                    await asyncio.sleep(0.1)
-            # The chain's configured EntryPoint, and the v0.7 one the devnet carries too.
-            assert answer.json()["result"] == [
-                "0x4337084D9E255Ff0702461CF8895CE9E3b5Ff108",
-                "0x0000000071727De22E5E9d8BAf0edAc6f37da032",
-            ]
+        assert proc.stdout is not None
+        line = await asyncio.wait_for(proc.stdout.readline(), 60)
+        assert json.loads(line) == {"leading": CHAIN_ID}
     finally:
         await _stop(proc)
 

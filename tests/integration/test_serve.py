@@ -1,14 +1,16 @@
 """`entryway serve --config FILE`: the one-process form for an operator on a real chain, here
 a plain anvil with `entryway deploy` run on it. One process serves the API, runs the worker
-and leads the chain's bundling on SQLite in the data directory: an op sent over raw JSON-RPC
-is included. SIGKILLed the moment an op's hash came back, then started again on the same
-data directory, it never answers `not_found` for the op, bundles it from the intake, and
-settles its charge. A chain without executor keys cannot be served this way."""
+and leads the chain's bundling, on SQLite in the data directory or on PostgreSQL: an op sent
+over raw JSON-RPC is included. SIGKILLed the moment an op's hash came back, then started
+again on the same database, it never answers `not_found` for the op, bundles it from the
+intake, and settles its charge. A chain without executor keys cannot be served this way."""
 
 from __future__ import annotations
 
 import asyncio
 import signal
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
@@ -17,8 +19,12 @@ from sqlalchemy import select
 
 from entryway.bundler.rpc_types import user_operation_json
 from entryway.chain.rpc import EthClient, JsonRpcClient
+from entryway.domain.apikeys import KeyEnvironment
+from entryway.domain.plans import PlanName
 from entryway.storage.engine import make_engine, sqlite_url
 from entryway.storage.schema import usage_events
+from entryway.storage.store import Store
+from tests.integration.postgres import fresh_database
 from tests.integration.test_bundler_failover import harness_for, own_gas_op
 from tests.integration.test_config_processes import (
     CHAIN_ID,
@@ -29,7 +35,6 @@ from tests.integration.test_config_processes import (
     _until_healthy,
     anvil_with_entryway,
     config,
-    project_key,
     run,
 )
 
@@ -93,8 +98,21 @@ async def statuses_until_final(port: int, key: str, op_hash: str) -> list[str]:
     raise AssertionError(f"op {op_hash} not final: {seen[-5:]}")
 
 
-async def charge_states(data_dir: Path, op_hash: str) -> list[str]:
-    engine = make_engine(sqlite_url(data_dir))
+async def admin_key(url: str, email: str) -> str:
+    """An admin key of a new FREE project on the chain, written to the service's database."""
+    engine = make_engine(url)
+    try:
+        store = Store(engine)
+        now = datetime.now(UTC)
+        owner = await store.create_user(email, now)
+        project = await store.create_project(owner, "p", PlanName.FREE, [CHAIN_ID], now)
+        return (await store.issue_key(project, KeyEnvironment.TEST, [CHAIN_ID], now)).secret
+    finally:
+        await engine.dispose()
+
+
+async def charge_states(url: str, op_hash: str) -> list[str]:
+    engine = make_engine(url)
     try:
         async with engine.connect() as db:
             rows = await db.execute(
@@ -105,14 +123,27 @@ async def charge_states(data_dir: Path, op_hash: str) -> list[str]:
         await engine.dispose()
 
 
-async def test_serve_survives_a_sigkill_right_after_the_hash_returns(tmp_path: Path) -> None:
+@pytest.fixture(params=["sqlite", "postgresql"])
+async def database(request: pytest.FixtureRequest) -> AsyncIterator[str | None]:
+    """The database `entryway serve` is given: none (SQLite in its data directory), or a
+    fresh PostgreSQL database."""
+    if request.param == "sqlite":
+        yield None
+        return
+    async with fresh_database("entryway serve on PostgreSQL") as (url, _):
+        yield url
+
+
+async def test_serve_survives_a_sigkill_right_after_the_hash_returns(
+    tmp_path: Path, database: str | None
+) -> None:
     async with anvil_with_entryway(tmp_path, CHAIN_ID) as d:
-        path = config(d, "serve")
-        data_dir = d.root / "data-serve"
+        path = config(d, "serve", database_url=database)
+        url = database or sqlite_url(d.root / "data-serve")
         port = _free_port()
         proc = await serve(path, port)  # the schema is made at start
         try:
-            key = await project_key(data_dir, "serve@example.org", CHAIN_ID)
+            key = await admin_key(url, "serve@example.org")
             first = await send_op(d, port, key)
             assert (await statuses_until_final(port, key, first))[-1] == "included"
 
@@ -128,7 +159,7 @@ async def test_serve_survives_a_sigkill_right_after_the_hash_returns(tmp_path: P
             assert seen[-1] == "included", seen
             loop = asyncio.get_running_loop()
             deadline = loop.time() + DEADLINE_S
-            while "held" in (states := await charge_states(data_dir, op_hash)):
+            while "held" in (states := await charge_states(url, op_hash)):
                 assert loop.time() < deadline, states
                 await asyncio.sleep(0.5)
             assert states and set(states) <= {"settled", "released"}, states

@@ -20,7 +20,7 @@ fails, the op is refused and nothing is bundled unaccounted. Recording the same 
 client retrying the send) charges nothing more: the usage key, the link and the task's key are
 all per (chain, op hash).
 
-On a chain whose bundling is `intake`, the op itself is written to the durable intake in the
+The op itself is written to the durable intake (every accepted op's one path) in the
 same transaction (`bundler.intake`), for the chain's bundler leader: an op whose hash was
 returned is accounted and durable, or neither.
 """

@@ -514,7 +514,7 @@ wallet_recovery_approvals = Table(
 
 # --- The durable op intake (entryway.storage.intake) ---
 
-# A UserOperation an API replica accepted on a chain whose bundling is `intake`: written with
+# A UserOperation the service accepted (every one takes this path): written with
 # its relay charge before its hash is returned, read by the chain's elected bundler leader,
 # which writes back what became of it (state: pending, submitted, included, failed, dropped).
 op_intake = Table(
