@@ -9,8 +9,14 @@ import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import httpx
 from playwright.async_api import Browser, Page
 
+from entryway.domain.plans import SupportLevel
+from entryway.domain.support import SupportTopic
+from entryway.storage.engine import make_engine, sqlite_url
+from entryway.storage.store import Store
+from entryway.storage.support import SupportRequests
 from tests.browser.conftest import (
     DESKTOP,
     Service,
@@ -203,3 +209,59 @@ async def test_a_request_cannot_name_another_users_project(
         assert await other.locator(".support-item").count() == 0
     finally:
         await other_context.close()
+
+
+async def test_the_operators_queue_runs_by_level_and_marks_overdue_requests(
+    page: Page, service: Service
+) -> None:
+    """Requests filed hours ago (written straight into the service's database) against the
+    default targets: SLA 4 h, priority 24 h, community 72 h."""
+    email = await sign_up(page, service)
+    tag = new_email("queue")  # sets this test's requests apart from the others'
+    engine = make_engine(sqlite_url(service.data_dir))
+    try:
+        user_id = await Store(engine).user_by_email(email)
+        assert user_id is not None
+        requests = SupportRequests(engine)
+        now = datetime.now(UTC)
+        filed = {}
+        for level, hours in [
+            (SupportLevel.COMMUNITY, 10),  # within its 72 h
+            (SupportLevel.PRIORITY, 30),  # past its 24 h
+            (SupportLevel.SLA, 5),  # past its 4 h
+            (SupportLevel.SLA, 1),  # within its 4 h
+        ]:
+            message = f"{tag} {level.value} {hours}h"
+            at = now - timedelta(hours=hours)
+            filed[message] = await requests.file(
+                user_id, None, SupportTopic.OTHER, message, None, at, level
+            )
+    finally:
+        await engine.dispose()
+
+    await operator_signs_in(page, service)
+    await page.goto(f"{service.dashboard}/operator/support")
+    ours = page.locator(".support-item", has_text=tag)
+    order = [text.split("\n") for text in await ours.all_inner_texts()]
+    assert [next(line for line in item if tag in line) for item in order] == [
+        f"{tag} sla_and_dedicated_account_manager 5h",
+        f"{tag} sla_and_dedicated_account_manager 1h",
+        f"{tag} priority 30h",
+        f"{tag} community 10h",
+    ]
+    late = await page.locator(".support-item.overdue", has_text=tag).all_inner_texts()
+    assert len(late) == 2 and all("\noverdue\n" in text for text in late)  # the badge
+    assert f"{tag} sla_and_dedicated_account_manager 5h" in late[0]
+    assert f"{tag} priority 30h" in late[1]
+    assert "2 overdue" in await page.locator("#overdue-count").inner_text()
+    await screenshots(page, "operator-support-queue")
+
+    await page.reload()  # seen again: still marked, not logged again
+    async with httpx.AsyncClient(base_url=service.url, timeout=30) as http:
+        scraped = (await http.get("/metrics")).text
+    assert 'entryway_support_overdue{level="sla_and_dedicated_account_manager"}' in scraped
+    log = service.log_text()
+    for message in (f"{tag} sla_and_dedicated_account_manager 5h", f"{tag} priority 30h"):
+        assert log.count(f"support request overdue: {filed[message]}") == 1, message
+    for message in (f"{tag} sla_and_dedicated_account_manager 1h", f"{tag} community 10h"):
+        assert f"support request overdue: {filed[message]}" not in log
