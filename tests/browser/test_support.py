@@ -52,7 +52,9 @@ async def test_a_network_request_reaches_the_operator_and_the_answer_reaches_its
     email = await sign_up(page, service)
     await new_project(page, service, "Payroll", [80002])
     await page.goto(f"{service.dashboard}/support")
-    assert "Payroll: FREE: community support" in await page.locator("main").inner_text()
+    assert "Payroll: FREE: community support (a first answer within 72 hours)" in (
+        await page.locator("main").inner_text()
+    )
     await page.select_option("#support-project", label="Payroll (FREE: community support)")
     assert await page.locator("#support-level").inner_text() == (
         "Support for this project: FREE: community support."

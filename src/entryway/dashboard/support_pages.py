@@ -17,6 +17,8 @@ from fastapi.responses import Response
 from starlette.datastructures import FormData
 
 from entryway.dashboard import web
+from entryway.domain.plans import SupportLevel
+from entryway.domain.plans import plan as plan_of
 from entryway.domain.support import (
     LEVEL_LABELS,
     SupportError,
@@ -36,6 +38,7 @@ NETWORK_FIELDS = ("chain_name", "mainnet_chain_id", "testnet_chain_id", "use_cas
 class ProjectChoice:
     project: Project
     promise: str  # e.g. "FREE: community support"
+    level: SupportLevel
 
 
 def requests_of(request: Request) -> SupportRequests:
@@ -49,7 +52,7 @@ async def project_choices(request: Request, who: web.Viewer) -> list[ProjectChoi
     store = web.services(request).store
     ids = await web.accounts(request).project_ids(who.user_id)
     projects = [await store.project(project_id) for project_id in ids]
-    return [ProjectChoice(p, support_promise(p.plan)) for p in projects]
+    return [ProjectChoice(p, support_promise(p.plan), plan_of(p.plan).support) for p in projects]
 
 
 def target_context(request: Request, now: datetime | None = None) -> dict[str, Any]:
@@ -120,7 +123,7 @@ def routes() -> APIRouter:
         choices = await project_choices(request, who)
         owed = level_for(
             c.project.plan for c in choices if project_id in (None, c.project.project_id)
-        )
+        )  # the plan's level now; a later plan change leaves the request's level as filed
         filed = await requests_of(request).file(
             who.user_id, project_id, topic, message, details, web.now(), level=owed
         )
