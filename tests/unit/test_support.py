@@ -138,3 +138,14 @@ def test_an_answered_request_is_never_overdue_even_answered_late() -> None:
     late_answer = FILED + timedelta(hours=30)
     later = FILED + timedelta(days=30)
     assert not targets.overdue(SupportLevel.SLA, FILED, late_answer, later)
+
+
+def test_the_cutoffs_for_a_query_agree_with_the_overdue_rule() -> None:
+    targets = ResponseTargets(community_hours=50, priority_hours=10, sla_hours=3)
+    now = FILED + timedelta(days=5)
+    cutoffs = targets.filed_before(now)
+    for level in SupportLevel:
+        cutoff = cutoffs[level]
+        assert cutoff == now - timedelta(hours=targets.hours(level))
+        assert targets.overdue(level, cutoff - timedelta(seconds=1), None, now)
+        assert not targets.overdue(level, cutoff, None, now)  # filed at the cutoff: just due

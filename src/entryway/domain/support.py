@@ -108,6 +108,11 @@ class ResponseTargets:
         """Still unanswered past its target (a late answer ends the overdue state)."""
         return answered_at is None and now > self.due_at(level, filed_at)
 
+    def filed_before(self, now: datetime) -> dict[SupportLevel, datetime]:
+        """For each level, the time an open request must have been filed before to be
+        overdue at `now` (the same rule as `overdue`, for a query)."""
+        return {level: now - timedelta(hours=self.hours(level)) for level in SupportLevel}
+
     def describe(self, level: SupportLevel) -> str:
         """The target as the user reads it, e.g. "a first answer within 24 hours"."""
         hours = self.hours(level)

@@ -25,11 +25,7 @@ async def overdue_requests(
 ) -> list[SupportRequest]:
     """The open requests past their target, in queue order; those not noted before are noted
     and logged now (once, whichever process gets there first)."""
-    overdue = [
-        r
-        for r in await requests.queue()
-        if targets.overdue(r.level, r.created_at, r.answered_at, now)
-    ]
+    overdue = await requests.open_filed_before(targets.filed_before(now))
     for r in overdue:
         if r.overdue_noted_at is None and await requests.note_overdue(r.request_id, now):
             due = targets.due_at(r.level, r.created_at)

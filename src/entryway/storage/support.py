@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, case, insert, select, update
+from sqlalchemy import and_, case, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from entryway.domain.plans import SupportLevel
-from entryway.domain.support import LEVEL_RANK, RequestStatus, SupportTopic
+from entryway.domain.support import LEVEL_RANK, RequestStatus, SupportTopic, in_queue_order
 from entryway.errors import EntrywayError
 from entryway.storage.apikeys import utc
 from entryway.storage.schema import projects, support_requests, users
@@ -146,7 +147,28 @@ class SupportRequests:
             .limit(LIST_LIMIT)
         )
         async with self.engine.connect() as db:
-            return [_request(r) for r in await db.execute(query)]
+            return in_queue_order([_request(r) for r in await db.execute(query)])
+
+    async def open_filed_before(
+        self, cutoffs: Mapping[SupportLevel, datetime]
+    ) -> list[SupportRequest]:
+        """The open requests of each level filed before that level's cutoff, in queue order:
+        the overdue ones, given `ResponseTargets.filed_before` (none left out by a limit, so
+        that every overdue request is counted)."""
+        late = or_(
+            *(
+                and_(
+                    support_requests.c.support_level == level.value,
+                    support_requests.c.created_at < cutoff,
+                )
+                for level, cutoff in cutoffs.items()
+            )
+        )
+        query = _LISTED.where(
+            and_(support_requests.c.status == RequestStatus.OPEN.value, late)
+        ).order_by(None)
+        async with self.engine.connect() as db:
+            return in_queue_order([_request(r) for r in await db.execute(query)])
 
     async def note_overdue(self, request_id: str, at: datetime) -> bool:
         """Mark an open request as noted overdue; False when it was noted already (by this
