@@ -1,5 +1,5 @@
-"""The dashboard's settings: the public address its links start with, and the sign-in
-limits, read from the file and the environment and checked."""
+"""The dashboard's settings: the public address its links start with, the sign-in limits and
+the support levels' response targets, read from the file and the environment and checked."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ import pytest
 
 from entryway.composition.serving import dashboard_options, public_url
 from entryway.dashboard.sign_in_guard import SignInLimits
+from entryway.domain.plans import SupportLevel
+from entryway.domain.support import ResponseTargets
 from entryway.domain.throttle import Rate
 from entryway.settings import SettingsError, load_settings
 
@@ -75,3 +77,24 @@ def test_a_sign_in_limit_that_is_no_rate_is_refused(tmp_path: Path) -> None:
     with pytest.raises(SettingsError) as refused:
         load_settings(write(tmp_path, '[dashboard]\nsign_in_per_address = "lots"\n'))
     assert refused.value.problems[0].startswith("dashboard.sign_in_per_address: ")
+
+
+def test_support_response_targets_have_defaults_and_can_be_set(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert load_settings(write(tmp_path, "")).support.targets() == ResponseTargets(72, 24, 4)
+    text = "[support]\ncommunity_response_hours = 120\npriority_response_hours = 8\n"
+    monkeypatch.setenv("ENTRYWAY_SUPPORT__SLA_RESPONSE_HOURS", "1")
+    targets = load_settings(write(tmp_path, text)).support.targets()
+    assert targets.hours(SupportLevel.COMMUNITY) == 120
+    assert targets.hours(SupportLevel.PRIORITY) == 8
+    assert targets.hours(SupportLevel.SLA) == 1
+
+
+@pytest.mark.parametrize("hours", ["0", "-4", "8761", "1.5"])
+def test_a_response_target_is_a_whole_number_of_hours_up_to_a_year(
+    tmp_path: Path, hours: str
+) -> None:
+    with pytest.raises(SettingsError) as refused:
+        load_settings(write(tmp_path, f"[support]\nsla_response_hours = {hours}\n"))
+    assert refused.value.problems[0].startswith("support.sla_response_hours: ")

@@ -60,6 +60,7 @@ from entryway.service.limits import RequestLimits
 from entryway.service.maintenance import ChainMaintenance
 from entryway.service.ratelimit import DEFAULT_HEAVY_LIMITS, RateLimiter, parse_limits
 from entryway.service.services import ChainRuntime, Services
+from entryway.service.support_overdue import watch_overdue_forever
 from entryway.service.wallet_wiring import bundler_port, recovery_flows
 from entryway.settings.checks import PreparedChain, checked, database_url
 from entryway.settings.model import Settings
@@ -73,6 +74,7 @@ from entryway.storage.policies import PolicyStore, SqlSponsorshipUsage
 from entryway.storage.private_files import private_directory, write_private_file
 from entryway.storage.secret_box import SecretBox
 from entryway.storage.store import Store
+from entryway.storage.support import SupportRequests
 from entryway.storage.tasks import TaskQueue
 from entryway.storage.webhook_secrets import seal_stored_secrets
 from entryway.storage.webhooks import WebhookStore
@@ -146,6 +148,7 @@ async def build_services(
         services.webhook_secrets = secrets
         services.webhook_destinations = settings.webhooks.destinations
         services.admin_token = _admin_token(settings)
+        services.support_targets = settings.support.targets()
         services.maintenance = ChainMaintenance(
             (c.chain_id for c in settings.chains if c.maintenance), MaintenanceRecords(engine)
         )
@@ -155,6 +158,9 @@ async def build_services(
             await platform.meter.start()
             stack.push_async_callback(platform.meter.stop)
             _background(stack, _close_cycles_forever(services))
+            _background(
+                stack, watch_overdue_forever(SupportRequests(engine), services.support_targets)
+            )
         for chain in prepared:
             wake = asyncio.Event() if lead else None
             leadership = Leadership(chain.settings.chain_id) if lead else None

@@ -13,6 +13,7 @@ from fastapi.responses import Response
 
 from entryway.dashboard import web
 from entryway.dashboard.operator_network import network_reports
+from entryway.dashboard.support_pages import target_context
 from entryway.domain.networks import NETWORKS
 from entryway.domain.plans import MICRO_EUR_PER_EUR, PLANS, Plan
 from entryway.domain.support import (
@@ -21,6 +22,7 @@ from entryway.domain.support import (
     SupportError,
     checked_answer,
 )
+from entryway.service.support_overdue import overdue_requests
 from entryway.storage.project_directory import ListedProject, every_project
 from entryway.storage.support import (
     AlreadyAnsweredError,
@@ -53,6 +55,12 @@ def euros(micro_eur: int) -> str:
     return f"{cents // 100:,}.{cents % 100:02d}"
 
 
+def answerer(who: web.Viewer) -> str:
+    """Who the user is told answered: the operator user's email, or the operator token."""
+    email = who.session.email if who.session is not None else None
+    return email or "the operator (token sign-in)"
+
+
 def routes() -> APIRouter:
     router = APIRouter(prefix="/operator")
 
@@ -71,7 +79,10 @@ def routes() -> APIRouter:
         requests = SupportRequests(services.store.engine)
         context = {
             "rows": rows,
-            "open_requests": len(await requests.listed(RequestStatus.OPEN)),
+            "open_requests": len(await requests.queue()),
+            "overdue_requests": len(
+                await overdue_requests(requests, services.support_targets, now)
+            ),
             "under_maintenance": sorted(await services.maintenance.windows()),
             "section": "projects",
         }
@@ -80,13 +91,18 @@ def routes() -> APIRouter:
     async def support_page(
         request: Request, who: web.Viewer, *, error: str | None = None, status: int = 200
     ) -> Response:
-        requests = SupportRequests(web.services(request).store.engine)
+        services = web.services(request)
+        requests = SupportRequests(services.store.engine)
+        now = web.now()
+        overdue = await overdue_requests(requests, services.support_targets, now)
         context = {
-            "open": await requests.listed(RequestStatus.OPEN),
+            "open": await requests.queue(),  # SLA first, then priority, then community
+            "overdue": len(overdue),
             "answered": await requests.listed(RequestStatus.ANSWERED),
             "error": error,
             "done": request.query_params.get("done"),
             "section": "support",
+            **target_context(request, now),
         }
         return web.render(request, who, "operator_support.html", context, status=status)
 
@@ -102,7 +118,7 @@ def routes() -> APIRouter:
         requests = SupportRequests(web.services(request).store.engine)
         try:
             text = checked_answer(web.text(data, "answer", limit=10_000))
-            await requests.answer(request_id, text, web.now())
+            await requests.answer(request_id, text, web.now(), by=answerer(who))
         except UnknownSupportRequestError:
             raise web.PageNotFoundError from None
         except (SupportError, AlreadyAnsweredError) as exc:

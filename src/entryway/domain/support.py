@@ -1,11 +1,18 @@
 """Support requests: their topics, what each plan's support level promises, and the request
 for an additional network (requirements §1.2: the chain's name, its mainnet and testnet
-chain ids, the use case). Pure rules, no storage."""
+chain ids, the use case). Pure rules, no storage.
+
+A support level acts: each has a response target (`ResponseTargets`), the operator's queue
+puts SLA requests first, then priority, then community, oldest first within a level
+(`in_queue_order`), and an open request past its target is overdue (`ResponseTargets.overdue`)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from enum import StrEnum
+from typing import Protocol, TypeVar
 
 from entryway.domain.plans import PlanName, SupportLevel
 from entryway.domain.plans import plan as plan_of
@@ -55,6 +62,79 @@ SUPPORT_PROMISES = {
 def support_promise(plan: PlanName) -> str:
     """What the plan's support level promises, e.g. "FREE: community support"."""
     return f"{plan.value}: {SUPPORT_PROMISES[plan_of(plan).support]}"
+
+
+# The queue's order: the lower the rank, the sooner the operator reads the request.
+LEVEL_RANK = {SupportLevel.SLA: 0, SupportLevel.PRIORITY: 1, SupportLevel.COMMUNITY: 2}
+
+LEVEL_LABELS = {
+    SupportLevel.COMMUNITY: "Community",
+    SupportLevel.PRIORITY: "Priority",
+    SupportLevel.SLA: "SLA",
+}
+
+
+def level_for(plans: Iterable[PlanName]) -> SupportLevel:
+    """The support a request is owed: its project's plan's level, or for a request about no
+    particular project the best level among the author's projects (community without one)."""
+    levels = [plan_of(p).support for p in plans]
+    return min(levels, key=LEVEL_RANK.__getitem__, default=SupportLevel.COMMUNITY)
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseTargets:
+    """How soon the operator answers, by support level, in whole hours (settings
+    `support.*_response_hours`). Hours, not business days: the target is a clock the user
+    and the operator read alike, whatever the operator's calendar."""
+
+    community_hours: int = 72
+    priority_hours: int = 24
+    sla_hours: int = 4
+
+    def hours(self, level: SupportLevel) -> int:
+        return {
+            SupportLevel.COMMUNITY: self.community_hours,
+            SupportLevel.PRIORITY: self.priority_hours,
+            SupportLevel.SLA: self.sla_hours,
+        }[level]
+
+    def due_at(self, level: SupportLevel, filed_at: datetime) -> datetime:
+        """When the answer is due for a request filed at `filed_at`."""
+        return filed_at + timedelta(hours=self.hours(level))
+
+    def overdue(
+        self, level: SupportLevel, filed_at: datetime, answered_at: datetime | None, now: datetime
+    ) -> bool:
+        """Still unanswered past its target (a late answer ends the overdue state)."""
+        return answered_at is None and now > self.due_at(level, filed_at)
+
+    def filed_before(self, now: datetime) -> dict[SupportLevel, datetime]:
+        """For each level, the time an open request must have been filed before to be
+        overdue at `now` (the same rule as `overdue`, for a query)."""
+        return {level: now - timedelta(hours=self.hours(level)) for level in SupportLevel}
+
+    def describe(self, level: SupportLevel) -> str:
+        """The target as the user reads it, e.g. "a first answer within 24 hours"."""
+        hours = self.hours(level)
+        return f"a first answer within {hours} hour{'s' if hours != 1 else ''}"
+
+
+class Queued(Protocol):
+    """What the queue's order reads of a request."""
+
+    @property
+    def level(self) -> SupportLevel: ...
+
+    @property
+    def created_at(self) -> datetime: ...
+
+
+Q = TypeVar("Q", bound=Queued)
+
+
+def in_queue_order(requests: Iterable[Q]) -> list[Q]:
+    """SLA first, then priority, then community; the oldest first within a level."""
+    return sorted(requests, key=lambda r: (LEVEL_RANK[r.level], r.created_at))
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,7 @@
 """The metric families read from the running service when /metrics is scraped: each
 chain's mempool, bundles and node failures (totals the bundler and node client keep), the
 paymaster deposits last read (a paymaster per EntryPoint release), the credits this process
-charged, and the task queue.
+charged, the task queue, and the support requests past their response target.
 
 `bundler_families` and `task_families` serve the other processes too: the bundler leader
 of a chain bundled from the intake, the task workers (`composition.process_http`). The
@@ -21,6 +21,8 @@ from sqlalchemy.exc import SQLAlchemyError
 from entryway.bundler.service import Bundler
 from entryway.chain.rpc import EthClient
 from entryway.service.services import Services
+from entryway.service.support_overdue import overdue_family, overdue_requests
+from entryway.storage.support import SupportRequests
 from entryway.storage.tasks import TaskQueue
 
 log = logging.getLogger(__name__)
@@ -56,6 +58,14 @@ async def scraped_families(services: Services) -> list[Metric]:
         families.extend(await task_families(TaskQueue(platform.store.engine)))
     except (SQLAlchemyError, OSError):
         log.warning("metrics: the task queue could not be read", exc_info=True)
+    try:
+        requests = SupportRequests(platform.store.engine)
+        now = datetime.now(UTC)
+        families.append(
+            overdue_family(await overdue_requests(requests, services.support_targets, now))
+        )
+    except (SQLAlchemyError, OSError):
+        log.warning("metrics: the support requests could not be read", exc_info=True)
     return families
 
 

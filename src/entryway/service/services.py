@@ -15,6 +15,7 @@ from entryway.deploy.deployer import Deployment
 from entryway.domain.destinations import PUBLIC_ONLY, DestinationPolicy
 from entryway.domain.evm import checksum
 from entryway.domain.pricebook import PriceBook, default_price_book
+from entryway.domain.support import ResponseTargets
 from entryway.notary.service import Notary
 from entryway.paymaster.deposit import DepositStatus, PaymasterDeposit
 from entryway.paymaster.erc7677 import PaymasterRpc
@@ -77,6 +78,7 @@ class Services:
     notary: Notary | None = None  # notarization intake; anchoring runs in the worker
     webhook_destinations: DestinationPolicy = PUBLIC_ONLY  # where endpoint URLs may point
     webhook_secrets: SecretBox | None = None  # seals signing secrets; None: none can be made
+    support_targets: ResponseTargets = field(default_factory=ResponseTargets)  # by level
     _platform: Platform | None = None
 
     @property

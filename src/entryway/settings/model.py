@@ -31,6 +31,7 @@ from entryway.domain.evm import checksum
 from entryway.domain.networks import NETWORKS, FeeRules, fee_rules_for
 from entryway.domain.plans import PlanName
 from entryway.domain.pricebook import DEFAULT_NATIVE_PRICES, PriceBook
+from entryway.domain.support import ResponseTargets
 from entryway.domain.token_prices import NativeTokenPrices
 from entryway.storage.secrets_key import SecretsKeySource
 
@@ -224,6 +225,21 @@ class WorkerSettings(Section):
     poll_interval: Annotated[float, Field(gt=0)] = 1.0
     shutdown_grace: Annotated[float, Field(ge=0)] = 10.0
     delivery_timeout: Annotated[float, Field(gt=0)] = 10.0
+
+
+class SupportSettings(Section):
+    """Each support level's response target, in hours (docs/dashboard.md, "Support")."""
+
+    community_response_hours: Annotated[int, Field(ge=1, le=8_760)] = 72
+    priority_response_hours: Annotated[int, Field(ge=1, le=8_760)] = 24
+    sla_response_hours: Annotated[int, Field(ge=1, le=8_760)] = 4
+
+    def targets(self) -> ResponseTargets:
+        return ResponseTargets(
+            community_hours=self.community_response_hours,
+            priority_hours=self.priority_response_hours,
+            sla_hours=self.sla_response_hours,
+        )
 
 
 class ReadinessSettings(Section):
@@ -432,6 +448,7 @@ class Settings(BaseSettings):
     billing: BillingSettings = Field(default_factory=BillingSettings)
     worker: WorkerSettings = Field(default_factory=WorkerSettings)
     readiness: ReadinessSettings = Field(default_factory=ReadinessSettings)
+    support: SupportSettings = Field(default_factory=SupportSettings)
     log: LogSettings = Field(default_factory=LogSettings)
     chains: list[ChainSettings] = Field(default_factory=list)
 

@@ -138,6 +138,10 @@ support_requests = Table(
     Column("answer", Text, nullable=True),
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("answered_at", DateTime(timezone=True), nullable=True),
+    # The support level filed under: community | priority | sla_and_dedicated_account_manager
+    Column("support_level", String(40), nullable=False, server_default="community"),
+    Column("answered_by", String(320), nullable=True),  # the operator's email, or the token
+    Column("overdue_noted_at", DateTime(timezone=True), nullable=True),  # alerted once
     Index("ix_support_requests_status", "status", "created_at"),
 )
 

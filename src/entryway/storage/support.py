@@ -1,21 +1,25 @@
 """Support requests in the database: filed by a signed-in user (about one of their projects
-or none), listed for their author, and listed and answered by the operator.
+or none) under the support level it is owed, listed for their author, queued for the operator
+(SLA first, then priority, then community; oldest first within a level) and answered by them.
 
 An answer is given once: the row moves from open to answered under a condition on its status,
-so two operators answering at the same moment cannot overwrite each other."""
+so two operators answering at the same moment cannot overwrite each other. An overdue request
+is noted once in the same way, so that its alert is raised by one process only."""
 
 from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, insert, select, update
+from sqlalchemy import and_, case, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from entryway.domain.support import RequestStatus, SupportTopic
+from entryway.domain.plans import SupportLevel
+from entryway.domain.support import LEVEL_RANK, RequestStatus, SupportTopic, in_queue_order
 from entryway.errors import EntrywayError
 from entryway.storage.apikeys import utc
 from entryway.storage.schema import projects, support_requests, users
@@ -45,6 +49,9 @@ class SupportRequest:
     details: dict[str, Any] = field(default_factory=dict)  # the topic's own fields
     answer: str | None = None
     answered_at: datetime | None = None
+    level: SupportLevel = SupportLevel.COMMUNITY
+    answered_by: str | None = None  # the operator's email, or "operator token"
+    overdue_noted_at: datetime | None = None
 
 
 def _request(r: Any) -> SupportRequest:
@@ -61,6 +68,9 @@ def _request(r: Any) -> SupportRequest:
         details=json.loads(r.details) if r.details else {},
         answer=r.answer,
         answered_at=utc(r.answered_at) if r.answered_at else None,
+        level=SupportLevel(r.support_level),
+        answered_by=r.answered_by,
+        overdue_noted_at=utc(r.overdue_noted_at) if r.overdue_noted_at else None,
     )
 
 
@@ -72,6 +82,12 @@ _LISTED = (
         )
     )
     .order_by(support_requests.c.created_at.desc())
+)
+
+_LEVEL_RANK = case(
+    {level.value: rank for level, rank in LEVEL_RANK.items()},
+    value=support_requests.c.support_level,
+    else_=len(LEVEL_RANK),
 )
 
 
@@ -87,8 +103,10 @@ class SupportRequests:
         message: str,
         details: dict[str, Any] | None,
         at: datetime,
+        level: SupportLevel = SupportLevel.COMMUNITY,
     ) -> str:
-        """A new open request; its id. The caller has checked the user may name the project."""
+        """A new open request owed `level`; its id. The caller has checked the user may name
+        the project and chosen the level (`domain.support.level_for`)."""
         request_id = str(uuid.uuid4())
         async with self.engine.begin() as db:
             await db.execute(
@@ -101,6 +119,7 @@ class SupportRequests:
                     details=json.dumps(details, sort_keys=True) if details else None,
                     status=RequestStatus.OPEN.value,
                     created_at=at,
+                    support_level=level.value,
                 )
             )
         return request_id
@@ -117,6 +136,57 @@ class SupportRequests:
         async with self.engine.connect() as db:
             return [_request(r) for r in await db.execute(query)]
 
+    async def queue(self) -> list[SupportRequest]:
+        """The open requests in the order the operator answers them: SLA first, then
+        priority, then community, the oldest first within a level
+        (`domain.support.in_queue_order`, here in SQL so the limit keeps the first)."""
+        query = (
+            _LISTED.where(support_requests.c.status == RequestStatus.OPEN.value)
+            .order_by(None)
+            .order_by(_LEVEL_RANK, support_requests.c.created_at, support_requests.c.request_id)
+            .limit(LIST_LIMIT)
+        )
+        async with self.engine.connect() as db:
+            return in_queue_order([_request(r) for r in await db.execute(query)])
+
+    async def open_filed_before(
+        self, cutoffs: Mapping[SupportLevel, datetime]
+    ) -> list[SupportRequest]:
+        """The open requests of each level filed before that level's cutoff, in queue order:
+        the overdue ones, given `ResponseTargets.filed_before` (none left out by a limit, so
+        that every overdue request is counted)."""
+        late = or_(
+            *(
+                and_(
+                    support_requests.c.support_level == level.value,
+                    support_requests.c.created_at < cutoff,
+                )
+                for level, cutoff in cutoffs.items()
+            )
+        )
+        query = _LISTED.where(
+            and_(support_requests.c.status == RequestStatus.OPEN.value, late)
+        ).order_by(None)
+        async with self.engine.connect() as db:
+            return in_queue_order([_request(r) for r in await db.execute(query)])
+
+    async def note_overdue(self, request_id: str, at: datetime) -> bool:
+        """Mark an open request as noted overdue; False when it was noted already (by this
+        process or another) or has been answered meanwhile."""
+        async with self.engine.begin() as db:
+            done = await db.execute(
+                update(support_requests)
+                .where(
+                    and_(
+                        support_requests.c.request_id == request_id,
+                        support_requests.c.status == RequestStatus.OPEN.value,
+                        support_requests.c.overdue_noted_at.is_(None),
+                    )
+                )
+                .values(overdue_noted_at=at)
+            )
+        return bool(done.rowcount)
+
     async def get(self, request_id: str) -> SupportRequest:
         query = _LISTED.where(support_requests.c.request_id == request_id)
         async with self.engine.connect() as db:
@@ -125,8 +195,10 @@ class SupportRequests:
             raise UnknownSupportRequestError(f"no support request {request_id}")
         return _request(row)
 
-    async def answer(self, request_id: str, answer: str, at: datetime) -> SupportRequest:
-        """Answer an open request (once)."""
+    async def answer(
+        self, request_id: str, answer: str, at: datetime, *, by: str
+    ) -> SupportRequest:
+        """Answer an open request (once), as `by` (the operator's email, or the token)."""
         async with self.engine.begin() as db:
             done = await db.execute(
                 update(support_requests)
@@ -136,7 +208,12 @@ class SupportRequests:
                         support_requests.c.status == RequestStatus.OPEN.value,
                     )
                 )
-                .values(status=RequestStatus.ANSWERED.value, answer=answer, answered_at=at)
+                .values(
+                    status=RequestStatus.ANSWERED.value,
+                    answer=answer,
+                    answered_at=at,
+                    answered_by=by,
+                )
             )
         if not done.rowcount:
             found = await self.get(request_id)  # raises when there is no such request

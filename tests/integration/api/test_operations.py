@@ -1,6 +1,7 @@
 """The operator endpoints on a real database: /readyz answers 200 while the database answers
 and 503 (with Retry-After, naming the check) once it is gone; /metrics exposes the service's
-metric families, counts requests by route template, and reads the task queue when scraped."""
+metric families, counts requests by route template, and reads the task queue and the overdue
+support requests when scraped."""
 
 from __future__ import annotations
 
@@ -9,9 +10,12 @@ from datetime import UTC, datetime, timedelta
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from entryway.domain.plans import SupportLevel
+from entryway.domain.support import SupportTopic
 from entryway.service.ratelimit import RateLimiter
 from entryway.storage.engine import make_engine
 from entryway.storage.store import Store
+from entryway.storage.support import SupportRequests
 from entryway.storage.tasks import TaskQueue
 from tests.integration.api.conftest import ADMIN_TOKEN, Api, make_api
 from tests.integration.api.test_rate_limits import redis_url
@@ -27,6 +31,7 @@ FAMILIES = {
     "entryway_credits_charged",
     "entryway_tasks",
     "entryway_task_oldest_age_seconds",
+    "entryway_support_overdue",
 }
 OPERATOR = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 
@@ -100,6 +105,31 @@ async def test_metrics_count_requests_by_route_template_and_read_the_queue(api: 
     assert after[("entryway_tasks", queued)] == 1.0
     age = after[("entryway_task_oldest_age_seconds", frozenset({("kind", "test.waiting")}))]
     assert 100 < age < 600
+
+
+async def test_metrics_count_open_support_requests_past_their_target_by_level(
+    api: Api,
+) -> None:
+    store = api.services.store
+    now = datetime.now(UTC)
+    author = await store.create_user(f"author-{now.timestamp()}@example.org", now)
+    requests = SupportRequests(store.engine)
+    hours_ago = {SupportLevel.SLA: 5, SupportLevel.PRIORITY: 23, SupportLevel.COMMUNITY: 73}
+    for level, hours in hours_ago.items():  # SLA past 4 h, priority within 24 h, community past
+        filed = now - timedelta(hours=hours)
+        await requests.file(author, None, SupportTopic.OTHER, "Help", None, filed, level)
+    answered = await requests.file(
+        author, None, SupportTopic.OTHER, "Help", None, now - timedelta(days=9), SupportLevel.SLA
+    )
+    await requests.answer(answered, "Done", now, by="ops@example.org")
+
+    scraped = samples((await api.client.get("/metrics")).text)
+    overdue = {
+        dict(labels)["level"]: value
+        for (name, labels), value in scraped.items()
+        if name == "entryway_support_overdue"
+    }
+    assert overdue == {"sla_and_dedicated_account_manager": 1, "priority": 0, "community": 1}
 
 
 async def test_credits_charged_are_counted_by_operation_not_by_project(api: Api) -> None:

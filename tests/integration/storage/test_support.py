@@ -1,17 +1,20 @@
-"""Support requests and chain maintenance in a real database (SQLite and PostgreSQL)."""
+"""Support requests (their levels, the operator's queue, answers and overdue alerts) and chain
+maintenance in a real database (SQLite and PostgreSQL)."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from entryway.domain.plans import PlanName
-from entryway.domain.support import RequestStatus, SupportTopic
+from entryway.domain.plans import PlanName, SupportLevel
+from entryway.domain.support import RequestStatus, ResponseTargets, SupportTopic
 from entryway.service import maintenance as maintenance_module
 from entryway.service.maintenance import CONFIGURED_REASON, ChainMaintenance
+from entryway.service.support_overdue import overdue_family, overdue_requests
 from entryway.storage.maintenance import MaintenanceRecords
 from entryway.storage.project_directory import every_project
 from entryway.storage.store import Store
@@ -19,6 +22,7 @@ from entryway.storage.support import AlreadyAnsweredError, SupportRequests
 
 NOW = datetime(2026, 11, 21, 12, tzinfo=UTC)
 LATER = NOW + timedelta(hours=1)
+OPERATOR = "ops@example.com"
 NETWORK = {"chain_name": "Gnosis", "mainnet_chain_id": 100, "testnet_chain_id": 10200,
            "use_case": "Payroll"}  # fmt: skip
 
@@ -44,13 +48,78 @@ async def test_users_see_their_own_requests_and_the_operator_answers_once(
         "alice@example.com",
     ]
 
-    answered = await requests.answer(asked, "Gnosis is planned for March.", LATER)
+    answered = await requests.answer(asked, "Gnosis is planned for March.", LATER, by=OPERATOR)
     assert answered.status is RequestStatus.ANSWERED and answered.answered_at == LATER
+    assert answered.answered_by == OPERATOR
     with pytest.raises(AlreadyAnsweredError):
-        await requests.answer(asked, "A second answer", LATER)
+        await requests.answer(asked, "A second answer", LATER, by="someone@example.com")
+    assert (await requests.get(asked)).answered_by == OPERATOR  # the first answer stands
     assert (await requests.of_user(alice))[0].answer == "Gnosis is planned for March."
     assert [r.request_id for r in await requests.listed(RequestStatus.ANSWERED)] == [asked]
     assert [r.topic for r in await requests.of_user(bob)] == [SupportTopic.BILLING]
+
+
+async def test_the_queue_orders_open_requests_by_level_then_age(engine: AsyncEngine) -> None:
+    store = Store(engine)
+    alice = await store.create_user("alice@example.com", NOW)
+    requests = SupportRequests(engine)
+    hour = timedelta(hours=1)
+    filed = {}
+    for name, level, at in [
+        ("community old", SupportLevel.COMMUNITY, NOW),
+        ("priority new", SupportLevel.PRIORITY, NOW + 3 * hour),
+        ("sla new", SupportLevel.SLA, NOW + 4 * hour),
+        ("community new", SupportLevel.COMMUNITY, NOW + 5 * hour),
+        ("priority old", SupportLevel.PRIORITY, NOW + hour),
+        ("sla old", SupportLevel.SLA, NOW + 2 * hour),
+    ]:
+        filed[await requests.file(alice, None, SupportTopic.OTHER, name, None, at, level)] = name
+    queue = await requests.queue()
+    assert [r.message for r in queue] == [
+        "sla old", "sla new", "priority old", "priority new", "community old", "community new"
+    ]  # fmt: skip
+    assert {r.level for r in queue if r.message.startswith("sla")} == {SupportLevel.SLA}
+
+    sla_old = next(rid for rid, name in filed.items() if name == "sla old")
+    await requests.answer(sla_old, "Done.", NOW + 6 * hour, by=OPERATOR)
+    assert (await requests.queue())[0].message == "sla new"  # answered: gone
+
+
+async def test_an_overdue_request_is_counted_and_logged_once(
+    engine: AsyncEngine, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = Store(engine)
+    alice = await store.create_user("alice@example.com", NOW)
+    requests = SupportRequests(engine)
+    targets = ResponseTargets(community_hours=72, priority_hours=24, sla_hours=4)
+    sla = await requests.file(alice, None, SupportTopic.TECHNICAL, "Down", None, NOW,
+                              SupportLevel.SLA)  # fmt: skip
+    priority = await requests.file(alice, None, SupportTopic.BILLING, "Invoice", None, NOW,
+                                   SupportLevel.PRIORITY)  # fmt: skip
+    await requests.file(alice, None, SupportTopic.OTHER, "Hello", None, NOW)  # community
+
+    caplog.set_level(logging.WARNING, "entryway.service.support_overdue")
+    assert await overdue_requests(requests, targets, NOW + timedelta(hours=4)) == []  # due now
+    five_hours = NOW + timedelta(hours=5)
+    assert [r.request_id for r in await overdue_requests(requests, targets, five_hours)] == [sla]
+    assert [r.message for r in caplog.records] == [
+        f"support request overdue: {sla} (sla_and_dedicated_account_manager support) "
+        "filed 2026-11-21T12:00+00:00, due 2026-11-21T16:00+00:00, unanswered"
+    ]
+    # Seen again (another scrape, another process): still overdue, not logged again.
+    again = await overdue_requests(SupportRequests(engine), targets, five_hours)
+    assert [r.request_id for r in again] == [sla] and len(caplog.records) == 1
+    assert (await requests.get(sla)).overdue_noted_at == five_hours
+
+    next_day = NOW + timedelta(hours=25)
+    overdue = await overdue_requests(requests, targets, next_day)
+    assert [r.request_id for r in overdue] == [sla, priority]  # in queue order
+    assert len(caplog.records) == 2 and priority in caplog.records[1].getMessage()
+    gauge = {s.labels["level"]: s.value for s in overdue_family(overdue).samples}
+    assert gauge == {"community": 0, "priority": 1, "sla_and_dedicated_account_manager": 1}
+
+    await requests.answer(sla, "Back up.", next_day, by=OPERATOR)  # answered late
+    assert [r.request_id for r in await overdue_requests(requests, targets, next_day)] == [priority]
 
 
 async def test_every_project_is_listed_with_its_owner(engine: AsyncEngine) -> None:
