@@ -1,7 +1,7 @@
-"""Plan and billing: the plan and its scheduled change, requests for a paid plan or a credit
-pack (they wait for the operator), this cycle so far, invoices (plan price plus overage, in
-euros, VAT included) and credit lots with their expiry dates; the plans page. The operator's
-side (approvals, ENTERPRISE terms) is in `operator_billing_pages`.
+"""Plan and billing: the plan and its scheduled change (a cheaper plan at once, a dearer
+one or a credit pack once the operator approves it), this cycle so far, invoices (plan price
+plus overage, in euros, VAT included) and credit lots with their expiry dates; the plans
+page. The operator's side (approvals, ENTERPRISE terms) is in `operator_billing_pages`.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from entryway.domain.plans import plan as plan_of
 from entryway.storage.approvals import Approvals
 
 DONE = {
-    "requested": "Requested. The operator approves paid plans and credit packs; "
-    "you will see the decision here.",
+    "requested": "Requested. The operator approves plan changes that raise the bill and "
+    "credit packs; you will see the decision here.",
     "scheduled": "Plan change scheduled for the next cycle.",
     "cancelled": "The scheduled plan change is cancelled.",
 }
@@ -173,6 +173,7 @@ async def billing_page(
         "approvals": approvals,
         "people": await people(request, approvals),
         "rows": plan_rows(config),
+        "waits": {p.value: plan_change_needs_approval(project.plan, p) for p in PlanName},
         "packs": CREDIT_PACKS.values(),
         "owner": page.role is ProjectRole.OWNER,
         "done": DONE.get(request.query_params.get("done", "")),

@@ -165,10 +165,12 @@ def platform_routes() -> APIRouter:
         responses={202: {"model": ApprovalOut, "description": "waiting for the operator"}},
     )
     async def change_plan(who: AdminCaller, request: Request, body: PlanChange) -> Response:
-        """Schedule a change to FREE, or cancel a scheduled change by asking for the current
-        plan: it takes effect when the next cycle starts (200, the project). A paid plan
-        waits for the operator's approval: 202 with the pending approval, and nothing
-        changes until the operator approves it (then it is scheduled for the next cycle)."""
+        """Schedule a change that lowers the bill (a cheaper plan; from ENTERPRISE, any listed
+        plan), or cancel a scheduled change by asking for the current plan: it takes effect
+        when the next cycle starts (200, the project). A change that raises the bill (to
+        ENTERPRISE included) waits for the operator's approval: 202 with the pending
+        approval, and nothing changes until the operator approves it (then it is scheduled
+        for the next cycle)."""
         services = services_of(request)
         store = services.store
         now = datetime.now(UTC)

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 
 import httpx
 import pytest
+from sqlalchemy import update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from entryway.dashboard.app import install_dashboard
@@ -22,6 +23,7 @@ from entryway.domain.plans import PlanName
 from entryway.service.app import create_app
 from entryway.service.services import Services
 from entryway.storage.accounts import AccountStore
+from entryway.storage.schema import projects
 from entryway.storage.store import Store
 from tests.integration.api.conftest import ADMIN_TOKEN
 from tests.integration.storage.conftest import engine  # noqa: F401 - the fixture
@@ -163,3 +165,21 @@ async def test_a_member_still_cannot_change_the_plan_in_the_dashboard(console: C
     assert project.next_plan is None
     page = (await console.page(console.owner, billing)).text
     assert "data-status=" not in page  # nothing was recorded
+
+
+async def test_an_owner_moves_to_a_cheaper_plan_without_the_operator(console: Console) -> None:
+    pid = console.project_id
+    async with console.store.engine.begin() as db:  # as if SCALE had been approved long ago
+        await db.execute(update(projects).where(projects.c.project_id == pid).values(plan="SCALE"))
+    billing = f"/dashboard/projects/{pid}/billing"
+    page = (await console.page(console.owner, billing)).text
+    assert "lowers the bill: no approval needed" in page  # PRO, STARTER and FREE
+    assert "raises the bill: needs the operator" in page  # ENTERPRISE
+    moved = await console.post(console.owner, f"{billing}/plan", {"plan": "PRO"})
+    assert moved.status_code == 303 and moved.headers["location"].endswith("done=scheduled")
+    assert (await console.store.project(pid)).next_plan is PlanName.PRO
+    page = (await console.page(console.owner, billing)).text
+    rows = re.findall(r'<tr data-status="(\w+)">(.*?)</tr>', page, re.S)
+    assert [status for status, _ in rows] == ["direct"] and "PRO" in rows[0][1]
+    queue = (await console.client.get("/v1/admin/approvals", headers=OPERATOR)).json()
+    assert not [a for a in queue if a["projectId"] == pid]  # nothing for the operator
