@@ -107,6 +107,24 @@ async def test_a_hold_past_the_owners_budget_is_refused_and_holds_nothing(
     assert (await ledger.hold(pid, "d", sponsored(1), NOW)).overage == 1
 
 
+async def test_concurrent_holds_never_take_the_overage_past_the_budget_together(
+    engine: AsyncEngine,
+) -> None:
+    store = Store(engine)
+    pid = await project(store, grant=0)
+    await store.update_project(pid, overage_budget=1_000)
+    ledger = store.ledger
+    # Each fits alone; the project's lock lets only as many through as the budget holds.
+    tries = await asyncio.gather(
+        *(ledger.hold(pid, f"h{i}", sponsored(300), NOW) for i in range(6)),
+        return_exceptions=True,
+    )
+    held = [t for t in tries if not isinstance(t, BaseException)]
+    refused = [t for t in tries if isinstance(t, BaseException)]
+    assert len(held) == 3 and all(isinstance(r, BudgetExceededError) for r in refused)
+    assert (await store.project(pid)).cycle_overage == 900
+
+
 async def test_no_amount_beyond_what_the_database_stores_is_written(engine: AsyncEngine) -> None:
     store = Store(engine)
     pid = await project(store, grant=1_000)
