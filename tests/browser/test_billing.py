@@ -1,6 +1,6 @@
-"""Plan and billing in the browser: a paid plan or a credit pack waits for the operator, never
-takes effect on a project key alone; the operator approves or rejects on the approvals page;
-the plans page; a project's ENTERPRISE terms."""
+"""Plan and billing in the browser: a dearer plan or a credit pack waits for the operator,
+never takes effect on a project key alone; the operator approves or rejects on the approvals
+page; the plans page; a project's ENTERPRISE terms; the owner's spending budget."""
 
 from __future__ import annotations
 
@@ -179,3 +179,28 @@ async def test_the_operator_sets_a_projects_enterprise_terms(
         await screenshots(operator, "billing-enterprise-terms")
     finally:
         await operator.context.close()
+
+
+async def test_an_owner_sets_and_lifts_the_spending_budget_in_the_browser(
+    page: Page, service: Service
+) -> None:
+    await sign_up(page, service)
+    project_id = await new_project(page, service, "Budgeted", [80002])
+    billing = f"{service.dashboard}/projects/{project_id}/billing"
+    await page.goto(billing)
+    assert "No spending budget" in await page.locator("#budget-state").inner_text()
+    await page.fill("#budget-input", "2,500,000")
+    await page.click("#budget-form button[type=submit]")
+    await page.wait_for_url(f"{billing}?done=budget")
+    state = await page.locator("#budget-state").inner_text()
+    assert "2,500,000" in state and "(0%)" in state
+    assert await page.locator("#budget-input").input_value() == "2500000"
+    await screenshots(page, "billing-budget")
+    key = await admin_key(service, project_id)
+    async with httpx.AsyncClient(base_url=service.url) as http:
+        auth = {"Authorization": f"Bearer {key}"}
+        assert (await http.get("/v1/project", headers=auth)).json()["overageBudget"] == 2_500_000
+        await page.fill("#budget-input", "")
+        await page.click("#budget-form button[type=submit]")
+        await page.wait_for_url(f"{billing}?done=budget")
+        assert (await http.get("/v1/project", headers=auth)).json()["overageBudget"] is None

@@ -18,13 +18,18 @@ from entryway.domain.plans import PlanName, plan
         (PlanName.FREE, PlanName.STARTER, True),
         (PlanName.FREE, PlanName.ENTERPRISE, True),
         (PlanName.PRO, PlanName.SCALE, True),
-        (PlanName.SCALE, PlanName.PRO, True),  # a cheaper paid plan is still paid
+        (PlanName.SCALE, PlanName.ENTERPRISE, True),  # by contract: counted as raising
+        (PlanName.SCALE, PlanName.PRO, False),  # a cheaper paid plan lowers the bill
+        (PlanName.PRO, PlanName.STARTER, False),
         (PlanName.PRO, PlanName.FREE, False),
+        (PlanName.ENTERPRISE, PlanName.SCALE, False),  # from a contract to a listed plan
+        (PlanName.ENTERPRISE, PlanName.FREE, False),
         (PlanName.PRO, PlanName.PRO, False),  # cancels a scheduled change
         (PlanName.FREE, PlanName.FREE, False),
+        (PlanName.ENTERPRISE, PlanName.ENTERPRISE, False),
     ],
 )
-def test_only_a_move_to_another_paid_plan_waits(
+def test_only_a_move_that_raises_the_bill_waits(
     current: PlanName, to: PlanName, waits: bool
 ) -> None:
     assert plan_change_needs_approval(current, to) is waits

@@ -1,5 +1,5 @@
 """Bounds on what comes from outside, without a database or a chain: dates, text, credit
-amounts, a hold against the plan's overage ceiling, an op's gas and fees against its chain's
+amounts, a hold against the owner's spending budget, an op's gas and fees against its chain's
 sanity bounds, and the paymaster refusing (in memory) what is out of bounds."""
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from entryway.domain.bounds import (
     utc_moment,
 )
 from entryway.domain.credits import (
+    BudgetExceededError,
     CreditAccount,
-    CreditCeilingError,
     CreditError,
     CreditLot,
     LotKind,
@@ -33,7 +33,6 @@ from entryway.domain.credits import (
     check_hold,
 )
 from entryway.domain.networks import GWEI, NETWORKS, fee_rules_for
-from entryway.domain.plans import PlanName, plan
 from entryway.domain.pricebook import Quote, default_price_book
 from entryway.domain.sponsorship import PolicyRulesError, SponsorshipRules
 from entryway.domain.userop import UserOperation
@@ -124,56 +123,56 @@ def test_credit_amounts_beyond_what_the_database_holds_are_refused_not_clamped(n
 @given(
     st.integers(0, 10**9),  # the lots' balance
     st.integers(0, 10**9),  # the cycle's overage so far
-    st.integers(0, 10**9),  # the plan's ceiling
+    st.none() | st.integers(0, 10**9),  # the owner's budget (None: none)
     st.integers(0, 3 * 10**9),  # the hold
 )
-def test_a_hold_is_refused_exactly_past_the_lots_plus_what_the_ceiling_leaves(
-    balance: int, overage: int, ceiling: int, credits: int
+def test_a_hold_is_refused_only_when_it_takes_the_overage_past_a_budget(
+    balance: int, overage: int, budget: int | None, credits: int
 ) -> None:
     lots = (CreditLot.new("lot", LotKind.GRANT, balance, START),) if balance else ()
     _, used = CreditAccount(lots).consume(credits, START)
-    if credits > balance + max(ceiling - overage, 0):
-        with pytest.raises(CreditCeilingError) as refused:
-            check_hold(credits, used.from_lots, overage, ceiling)
-        assert str(credits) in str(refused.value) and str(ceiling) in str(refused.value)
+    if budget is not None and credits > balance and overage + credits - balance > budget:
+        with pytest.raises(BudgetExceededError) as refused:
+            check_hold(credits, used.overage, overage, budget)
+        assert str(credits) in str(refused.value) and str(budget) in str(refused.value)
     else:
-        check_hold(credits, used.from_lots, overage, ceiling)
+        check_hold(credits, used.overage, overage, budget)
 
 
-@given(st.integers(1, 10**7), st.lists(st.integers(0, 4 * 10**6), max_size=30))
-def test_overage_goes_on_up_to_the_ceiling_and_holds_never_take_a_cycle_past_it(
-    grant: int, holds: list[int]
+@given(
+    st.integers(1, 10**7),
+    st.none() | st.integers(0, 10**8),
+    st.lists(st.integers(0, 4 * 10**7), max_size=30),
+)
+def test_overage_goes_on_without_a_budget_and_never_past_one(
+    grant: int, budget: int | None, holds: list[int]
 ) -> None:
-    ceiling = 10 * grant
     account = CreditAccount((CreditLot.new("grant", LotKind.GRANT, grant, START),))
     for credits in holds:
         after, used = account.consume(credits, START)
-        if account.cycle_overage + used.overage <= ceiling:
-            check_hold(credits, used.from_lots, account.cycle_overage, ceiling)  # not refused
+        if budget is None or account.cycle_overage + used.overage <= budget:
+            check_hold(credits, used.overage, account.cycle_overage, budget)  # not refused
             account = after
         else:
-            with pytest.raises(CreditCeilingError):
-                check_hold(credits, used.from_lots, account.cycle_overage, ceiling)
-        assert account.cycle_overage <= ceiling
+            with pytest.raises(BudgetExceededError):
+                check_hold(credits, used.overage, account.cycle_overage, budget)
+        if budget is not None:
+            assert account.cycle_overage <= budget
+    if budget is None:
+        assert account.cycle_overage == max(sum(holds) - grant, 0)  # nothing was refused
 
 
-def test_overage_ceilings_default_to_ten_months_of_credits_and_are_configurable() -> None:
+def test_the_budget_alert_fires_at_its_share_of_the_budget_and_never_without_one() -> None:
     config = BillingConfig()
-    ceilings = {name: config.overage_ceiling(plan(name)) for name in PlanName}
-    assert ceilings == {
-        PlanName.FREE: 10_000_000,
-        PlanName.STARTER: 50_000_000,
-        PlanName.PRO: 200_000_000,
-        PlanName.SCALE: 500_000_000,
-        PlanName.ENTERPRISE: 1_000_000_000,  # no grant configured: the floor
-    }
-    contract = BillingConfig(enterprise_monthly_credits=500_000_000)
-    assert contract.overage_ceiling(plan(PlanName.ENTERPRISE)) == 5_000_000_000
-    own = BillingConfig(overage_ceiling_credits={PlanName.ENTERPRISE: 7, PlanName.FREE: 0})
-    assert own.overage_ceiling(plan(PlanName.ENTERPRISE)) == 7
-    assert own.overage_ceiling(plan(PlanName.FREE)) == 0
-    with pytest.raises(CreditError, match="overage ceiling of PRO"):
-        BillingConfig(overage_ceiling_credits={PlanName.PRO: 2**63})
+    assert config.budget_alert_percent == 80
+    assert not config.budget_alert_due(10**15, None)  # no budget: no alert, no refusal
+    assert not config.budget_alert_due(0, 0)  # no overage yet
+    assert not config.budget_alert_due(799, 1_000)
+    assert config.budget_alert_due(800, 1_000)
+    assert config.budget_alert_due(1, 0)
+    assert BillingConfig(budget_alert_percent=50).budget_alert_due(500, 1_000)
+    with pytest.raises(CreditError, match="budget_alert_percent"):
+        BillingConfig(budget_alert_percent=0)
 
 
 # ---------------------------------------------------------------------- policy documents
@@ -271,12 +270,12 @@ def test_an_op_within_bounds_never_costs_more_credits_than_the_ledger_holds(
 # ---------------------------------------------------------------------- the paymaster
 
 
-class CeilingBook(InMemorySponsorships):
-    """Holds like the ledger of a project that has nothing left under its ceiling."""
+class SpentBook(InMemorySponsorships):
+    """Holds like the ledger of a project whose owner's budget is spent."""
 
     async def hold(self, project_id: str, idempotency_key: str, quote: Quote, *args: Any,
                    **kwargs: Any) -> MemoryUsageRecord:  # fmt: skip
-        raise CreditCeilingError(quote.credits, 0, 10_000_000)
+        raise BudgetExceededError(quote.credits, 5_000, 5_000)
 
 
 def paymaster(book: InMemorySponsorships) -> PaymasterRpc:
@@ -332,8 +331,8 @@ async def test_the_chain_id_parameter_is_a_hex_string(chain: Any) -> None:
     assert error["code"] == -32602 and "chainId: expected a hex string" in error["message"]
 
 
-async def test_a_hold_past_the_overage_ceiling_is_a_paymaster_refusal() -> None:
-    error = await refusal(paymaster(CeilingBook()), "pm_getPaymasterData", params(op()))
+async def test_a_hold_past_the_owners_budget_is_a_paymaster_refusal() -> None:
+    error = await refusal(paymaster(SpentBook()), "pm_getPaymasterData", params(op()))
     assert error["code"] == -32501
-    assert error["data"] == {"rule": "overage_ceiling", "policyId": None}
-    assert "overage ceiling of 10000000" in error["message"]
+    assert error["data"] == {"rule": "budget_exceeded", "policyId": None}
+    assert "spending budget of 5000 credits" in error["message"]

@@ -132,7 +132,7 @@ def test_environment_overrides_the_file(tmp_path: Path, monkeypatch: pytest.Monk
     monkeypatch.setenv("ENTRYWAY_MAX_BODY_BYTES", "2048")  # documented flat name
     monkeypatch.setenv("ENTRYWAY_WEBHOOK_ALLOW_PRIVATE", "true")
     monkeypatch.setenv("ENTRYWAY_PAYMASTER_DEPOSIT_ALERT_WEI", "5")
-    monkeypatch.setenv("ENTRYWAY_BILLING__OVERAGE_CEILING_MONTHS", "2")
+    monkeypatch.setenv("ENTRYWAY_BILLING__BUDGET_ALERT_PERCENT", "90")
     settings = load_settings(path)
     assert settings.database_url is not None
     assert settings.database_url.get_secret_value() == "postgresql://u:pw@db/entryway"
@@ -140,7 +140,7 @@ def test_environment_overrides_the_file(tmp_path: Path, monkeypatch: pytest.Monk
     assert (limits.max_rpc_batch, limits.max_json_depth, limits.max_body_bytes) == (50, 9, 2048)
     assert settings.webhooks.destinations == PRIVATE_ALLOWED
     assert settings.paymaster.deposit_alert_wei == 5
-    assert settings.billing.billing_config().overage_ceiling_months == 2
+    assert settings.billing.billing_config().budget_alert_percent == 90
     book = settings.prices.price_book()
     assert book.native_token_micro_eur[84532] == 1
     assert book.native_token_micro_eur[80002] > 1  # the defaults stay under a partial override
@@ -168,8 +168,10 @@ def test_a_bad_variable_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 
 
 def test_billing_settings_are_checked(tmp_path: Path) -> None:
-    found = problems(write(tmp_path, "[billing.overage_ceiling_credits]\nGOLD = 5\n"))
-    assert found and found[0].startswith("billing.overage_ceiling_credits.GOLD")
+    found = problems(write(tmp_path, "[billing.overage_micro_eur_per_credit]\nGOLD = 5\n"))
+    assert found and found[0].startswith("billing.overage_micro_eur_per_credit.GOLD")
+    found = problems(write(tmp_path, "[billing]\nbudget_alert_percent = 0\n"))
+    assert found and found[0].startswith("billing.budget_alert_percent")
     text = "[billing.overage_micro_eur_per_credit]\nPRO = 2\n"
     config = load_settings(write(tmp_path, text)).billing.billing_config()
     assert config.overage_micro_eur_per_credit == {PlanName.PRO: 2}

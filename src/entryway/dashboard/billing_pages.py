@@ -1,7 +1,7 @@
-"""Plan and billing: the plan and its scheduled change, requests for a paid plan or a credit
-pack (they wait for the operator), this cycle so far, invoices (plan price plus overage, in
-euros, VAT included) and credit lots with their expiry dates; the plans page. The operator's
-side (approvals, ENTERPRISE terms) is in `operator_billing_pages`.
+"""Plan and billing: the plan and its scheduled change (a cheaper plan at once, a dearer
+one or a credit pack once the operator approves it), this cycle so far, invoices (plan price
+plus overage, in euros, VAT included) and credit lots with their expiry dates; the plans
+page. The operator's side (approvals, ENTERPRISE terms) is in `operator_billing_pages`.
 """
 
 from __future__ import annotations
@@ -21,15 +21,17 @@ from entryway.domain.approvals import (
     plan_change_needs_approval,
 )
 from entryway.domain.billing import BillingConfig
+from entryway.domain.bounds import MAX_CREDITS
 from entryway.domain.plans import PLANS, Plan, PlanName
 from entryway.domain.plans import plan as plan_of
 from entryway.storage.approvals import Approvals
 
 DONE = {
-    "requested": "Requested. The operator approves paid plans and credit packs; "
-    "you will see the decision here.",
+    "requested": "Requested. The operator approves plan changes that raise the bill and "
+    "credit packs; you will see the decision here.",
     "scheduled": "Plan change scheduled for the next cycle.",
     "cancelled": "The scheduled plan change is cancelled.",
+    "budget": "Spending budget saved.",
 }
 
 
@@ -53,6 +55,17 @@ def plan_rows(config: BillingConfig) -> list[PlanRow]:
         )
         for p in PLANS.values()
     ]
+
+
+def budget_from_form(value: str) -> int | None:
+    """A spending budget as typed: whole credits (spaces and thousands separators allowed),
+    empty for none; ValueError for anything else."""
+    digits = value.strip().replace(",", "").replace(" ", "").replace("_", "")
+    if not digits:
+        return None
+    if not digits.isascii() or not digits.isdigit() or int(digits) > MAX_CREDITS:
+        raise ValueError(value)
+    return int(digits)
 
 
 def requester(who: web.Viewer) -> str:
@@ -106,6 +119,24 @@ def routes() -> APIRouter:
             await approvals.record_plan_change(project_id, to, requester(who), web.now())
             done = "cancelled" if to == project.plan else "scheduled"
         return web.redirect(request, who, f"{billing_url(project_id)}?done={done}")
+
+    @router.post("/projects/{project_id}/billing/budget")
+    async def set_budget(request: Request, project_id: str, who: web.SignedIn) -> Response:
+        page = await web.project_page(request, who, project_id)
+        data = await web.form(request, who)
+        if page.role is not ProjectRole.OWNER:
+            return await billing_page(
+                request, who, page, error="Only the project's owners set its budget.", status=403
+            )
+        try:
+            budget = budget_from_form(web.text(data, "budget", limit=40))
+        except ValueError:
+            error = f"The budget is a whole number of credits, at most {MAX_CREDITS:,}, or empty."
+            return await billing_page(request, who, page, error=error, status=400)
+        services = web.services(request)
+        await services.store.update_project(project_id, overage_budget=budget)
+        services.platform.meter.alerts_may_be_due(project_id)  # a lower budget may be near
+        return web.redirect(request, who, f"{billing_url(project_id)}?done=budget")
 
     @router.post("/projects/{project_id}/billing/packs")
     async def buy_pack(request: Request, project_id: str, who: web.SignedIn) -> Response:
@@ -165,6 +196,9 @@ async def billing_page(
         "sub": sub,
         "used": used,
         "overage": project.cycle_overage,
+        "budget": project.overage_budget,
+        "budget_alert": config.budget_alert_due(project.cycle_overage, project.overage_budget),
+        "alert_percent": config.budget_alert_percent,
         "so_far": config.monthly_price(current) + project.cycle_overage * rate,
         "balance": account.balance(now),
         "lots": sorted(account.lots, key=lambda lot: lot.expires_at),
@@ -173,6 +207,7 @@ async def billing_page(
         "approvals": approvals,
         "people": await people(request, approvals),
         "rows": plan_rows(config),
+        "waits": {p.value: plan_change_needs_approval(project.plan, p) for p in PlanName},
         "packs": CREDIT_PACKS.values(),
         "owner": page.role is ProjectRole.OWNER,
         "done": DONE.get(request.query_params.get("done", "")),

@@ -46,7 +46,6 @@ class PlanRow:
     monthly_micro_eur: int
     monthly_credits: int
     overage_micro_eur_per_credit: int
-    overage_ceiling: int
 
 
 def euros(micro_eur: int) -> str:
@@ -135,7 +134,6 @@ def routes() -> APIRouter:
                 config.monthly_price(p),
                 config.monthly_grant(p),
                 config.overage_rate(p),
-                config.overage_ceiling(p),
             )
             for p in PLANS.values()
         ]

@@ -1,7 +1,8 @@
-"""What waits for the operator: until a payment provider is configured, a paid plan or a
-credit pack takes effect only once the operator approves it, never on a project key's word
-alone. A change to FREE, or back to the current plan (cancelling a scheduled change), costs
-nothing and needs no approval. Pure."""
+"""What waits for the operator: until a payment provider is configured, a plan change that
+raises the bill, or a credit pack, takes effect only once the operator approves it, never on
+a project key's word alone. A change that lowers the bill (a cheaper plan, FREE among them)
+or keeps it (back to the current plan, cancelling a scheduled change) needs no approval:
+like every plan change it takes effect when the next cycle starts. Pure."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
-from entryway.domain.plans import MICRO_EUR_PER_CREDIT, PlanName
+from entryway.domain.plans import MICRO_EUR_PER_CREDIT, PlanName, plan
 
 
 class ApprovalKind(StrEnum):
@@ -23,8 +24,8 @@ class ApprovalStatus(StrEnum):
     REJECTED = "rejected"
     # An approved plan change undone, before it took effect, by a later change.
     CANCELLED = "cancelled"
-    # A plan change that needed no approval (to FREE, or keeping the current plan), recorded
-    # with who made it: a member in the dashboard or an admin key over the API.
+    # A plan change that needed no approval (to a cheaper plan, or keeping the current one),
+    # recorded with who made it: an owner in the dashboard or an admin key over the API.
     DIRECT = "direct"
 
 
@@ -74,6 +75,16 @@ class Approval:
 
 
 def plan_change_needs_approval(current: PlanName, to: PlanName) -> bool:
-    """Whether moving from `current` to `to` must wait for the operator: any paid plan but the
-    current one (staying on it cancels a scheduled change, which costs nothing)."""
-    return to is not PlanName.FREE and to != current
+    """Whether moving from `current` to `to` must wait for the operator: only a move that
+    raises the monthly price. ENTERPRISE is priced by contract, so a move to it counts as
+    raising and a move from it to a listed plan as lowering; staying on the current plan
+    (which cancels a scheduled change) costs nothing."""
+    if to == current:
+        return False
+    to_price = plan(to).monthly_price_micro_eur
+    current_price = plan(current).monthly_price_micro_eur
+    if to_price is None:  # to ENTERPRISE
+        return True
+    if current_price is None:  # from ENTERPRISE to a listed plan
+        return False
+    return to_price > current_price

@@ -16,10 +16,8 @@ from entryway.domain.credits import CreditError, add_months, check_amount
 from entryway.domain.plans import Plan, PlanName, plan
 
 LOW_BALANCE_SHARE = 10  # percent of the monthly grant under which a low-balance alert fires
-# The overage ceiling, by default: this many months of the plan's credits in one cycle.
-OVERAGE_CEILING_MONTHS = 10
-# ENTERPRISE's grant is per contract (0 until configured): its ceiling is at least this.
-ENTERPRISE_OVERAGE_CEILING = 1_000_000_000
+# Percent of a project's spending budget at which its budget alert fires, before it bites.
+BUDGET_ALERT_PERCENT = 80
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,27 +40,20 @@ class BillingConfig:
     """Operator settings. Overage rates are micro-euros per credit, per plan (the plans' own
     1 EUR per million unless configured); ENTERPRISE's price and grant are per contract.
 
-    The overage ceiling is a safety net, not a quota: operations go on past the monthly
-    credits and the overage is billed at the cycle's close; only a sponsorship hold that
-    would take one cycle's overage past the ceiling is refused (a runaway client, a bug, a
-    leaked key). Defaults: `overage_ceiling_months` times the plan's monthly credits, for
-    ENTERPRISE at least `enterprise_overage_ceiling`; `overage_ceiling_credits` sets a
-    plan's outright."""
+    Overage is never capped by the service: operations go on past the monthly credits and
+    the overage is billed at the cycle's close. Only a project's owner may cap it, with a
+    spending budget; `budget_alert_percent` is the share of that budget at which the
+    project is warned."""
 
     overage_micro_eur_per_credit: Mapping[PlanName, int] = field(default_factory=dict)
     enterprise_monthly_micro_eur: int = 0
     enterprise_monthly_credits: int = 0
-    overage_ceiling_credits: Mapping[PlanName, int] = field(default_factory=dict)
-    overage_ceiling_months: int = OVERAGE_CEILING_MONTHS
-    enterprise_overage_ceiling: int = ENTERPRISE_OVERAGE_CEILING
+    budget_alert_percent: int = BUDGET_ALERT_PERCENT
 
     def __post_init__(self) -> None:
-        for name, ceiling in self.overage_ceiling_credits.items():
-            check_amount(ceiling, f"the overage ceiling of {name}")
-        check_amount(self.enterprise_overage_ceiling, "the ENTERPRISE overage ceiling")
         check_amount(self.enterprise_monthly_credits, "the ENTERPRISE monthly credits")
-        if not 0 <= self.overage_ceiling_months <= 1_000:
-            raise CreditError("overage_ceiling_months must be from 0 to 1000")
+        if not 1 <= self.budget_alert_percent <= 100:
+            raise CreditError("budget_alert_percent must be from 1 to 100")
 
     def with_terms(self, terms: EnterpriseTerms) -> BillingConfig:
         """This configuration for one project: its own ENTERPRISE price and grant, where the
@@ -74,13 +65,12 @@ class BillingConfig:
             credits = self.enterprise_monthly_credits
         return replace(self, enterprise_monthly_micro_eur=price, enterprise_monthly_credits=credits)
 
-    def overage_ceiling(self, p: Plan) -> int:
-        """The most overage one cycle may reach through sponsorship holds."""
-        configured = self.overage_ceiling_credits.get(p.name)
-        if configured is not None:
-            return configured
-        months = self.overage_ceiling_months * self.monthly_grant(p)
-        return max(months, self.enterprise_overage_ceiling) if p.is_custom else months
+    def budget_alert_due(self, cycle_overage: int, budget: int | None) -> bool:
+        """Whether a cycle's overage has reached the alert share of the project's budget
+        (never without a budget, nor before there is any overage)."""
+        if budget is None or cycle_overage <= 0:
+            return False
+        return cycle_overage * 100 >= budget * self.budget_alert_percent
 
     def overage_rate(self, p: Plan) -> int:
         return self.overage_micro_eur_per_credit.get(p.name, p.overage_micro_eur_per_credit)

@@ -26,19 +26,18 @@ class CreditError(EntrywayError):
     pass
 
 
-class CreditCeilingError(CreditError):
-    """A hold the project cannot cover: more than its lots hold plus what its plan's overage
-    ceiling leaves of this cycle. Overage below the ceiling is never refused."""
+class BudgetExceededError(CreditError):
+    """A hold that would take the cycle's overage past the spending budget its project's
+    owner chose. Without a budget no hold is ever refused for credits."""
 
-    def __init__(self, credits: int, available: int, ceiling: int) -> None:
+    def __init__(self, credits: int, overage: int, budget: int) -> None:
         super().__init__(
-            f"this op holds {credits} credits; the project has {available} left to hold this "
-            f"cycle (its remaining credits plus what its plan's overage ceiling of {ceiling} "
-            f"leaves)"
+            f"this op holds {credits} credits, which would take this cycle's overage past the "
+            f"project's spending budget of {budget} credits ({overage} used so far)"
         )
         self.credits = credits
-        self.available = available
-        self.ceiling = ceiling
+        self.overage = overage
+        self.budget = budget
 
 
 def check_amount(credits: int, what: str = "a credit amount") -> int:
@@ -48,17 +47,12 @@ def check_amount(credits: int, what: str = "a credit amount") -> int:
     return credits
 
 
-def hold_headroom(balance: int, cycle_overage: int, overage_ceiling: int) -> int:
-    """The most one hold may take now: the lots' remaining credits, plus the overage the
-    plan's ceiling still allows this cycle (none once the cycle is past it)."""
-    return balance + max(overage_ceiling - cycle_overage, 0)
-
-
-def check_hold(credits: int, balance: int, cycle_overage: int, overage_ceiling: int) -> None:
-    """Refuse a hold above the headroom (CreditCeilingError)."""
-    available = hold_headroom(balance, cycle_overage, overage_ceiling)
-    if credits > available:
-        raise CreditCeilingError(credits, available, overage_ceiling)
+def check_hold(credits: int, overage: int, cycle_overage: int, budget: int | None) -> None:
+    """Refuse a hold whose `overage` (what the lots do not cover) would take the cycle's
+    overage past the owner's budget (BudgetExceededError). A hold the lots cover, and any
+    hold of a project without a budget, always goes through."""
+    if budget is not None and overage and cycle_overage + overage > budget:
+        raise BudgetExceededError(credits, cycle_overage, budget)
 
 
 def add_months(moment: datetime, months: int) -> datetime:

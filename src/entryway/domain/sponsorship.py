@@ -68,8 +68,8 @@ class Rule(StrEnum):
     OPERATION_CAP = "operation_cap"
     SENDER_SPEND_CAP = "sender_spend_cap"
     SENDER_OPERATION_CAP = "sender_operation_cap"
-    # Not a policy's rule: the project's plan refuses a hold past its overage ceiling.
-    OVERAGE_CEILING = "overage_ceiling"
+    # Not a policy's rule: a hold past the spending budget the project's owner chose.
+    BUDGET_EXCEEDED = "budget_exceeded"
 
 
 @dataclass(frozen=True, slots=True)

@@ -57,6 +57,7 @@ class EventType(StrEnum):
     NOTARIZATION_REANCHORED = "notarization.reanchored"  # anchored again after a reorg
     CREDITS_LOW = "credits.low"
     CREDITS_OVERAGE = "credits.overage"
+    CREDITS_BUDGET = "credits.budget"  # the overage reached the alert share of the budget
     PAYMASTER_DEPOSIT_LOW = "paymaster.deposit_low"
     WEBHOOK_TEST = "webhook.test"  # sent on request to one endpoint, never subscribed to
 

@@ -10,7 +10,7 @@ The service's JSON-RPC endpoint routes `pm_*` methods to `PaymasterRpc.dispatch`
 caller's project, key and chain; errors are `BundlerError`s carrying ERC-4337 codes: -32602
 for bad parameters (an unsupported entry point or chain, an unknown policy, gas or fees
 above the chain's sanity bounds), -32501 when a policy refuses or the hold would take the
-project past its plan's overage ceiling, with `data: {"rule", "policyId"}`.
+project's overage past the spending budget its owner set, with `data: {"rule", "policyId"}`.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """The sponsorship use case: pick the project's policy, read what it has paid for so far,
 evaluate the op against it, and (when signing) hold the op's estimated cost — refused, as
-rule `overage_ceiling`, when the ledger finds the project cannot cover it.
+rule `budget_exceeded`, only when it would take the cycle's overage past the spending budget
+the project's owner chose.
 
 Caps are checked and the hold written under one lock per project, so two requests in this
 process cannot both pass the last unit of a cap. Several API processes share no lock: each
@@ -14,7 +15,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
 
-from entryway.domain.credits import CreditCeilingError
+from entryway.domain.credits import BudgetExceededError
 from entryway.domain.pricebook import PriceBook, Quote
 from entryway.domain.sponsorship import (
     Decision,
@@ -126,8 +127,8 @@ class SponsorshipGate:
                 subject=ask.op.sender,
                 policy_id=policy_id,
             )
-        except CreditCeilingError as exc:
-            refusal = Decision.refuse(Rule.OVERAGE_CEILING, str(exc))
+        except BudgetExceededError as exc:
+            refusal = Decision.refuse(Rule.BUDGET_EXCEEDED, str(exc))
             raise SponsorshipRefusedError(refusal, policy_id) from None
         return SponsorshipTicket(ticket.policy, ticket.quote, ticket.idempotency_key, record)
 

@@ -72,7 +72,8 @@ class SponsorshipLedger(Protocol):
         policy_id: str | None,
     ) -> UsageRecord:
         """Charge the quote as a held usage event, once per idempotency key; raise
-        `CreditCeilingError` when the project cannot cover it (nothing is held then)."""
+        `BudgetExceededError` when it would take the cycle's overage past the spending budget
+        the project's owner set (nothing is held then)."""
         ...
 
     async def settle(

@@ -198,17 +198,22 @@ class Meter:
                 self._alerts_failing.discard(project_id)
 
     async def check_alerts(self, project_id: str) -> list[str]:
-        """Raise credits.low / credits.overage for the current cycle when they apply."""
+        """Raise credits.low / credits.overage / credits.budget for the current cycle when
+        they apply."""
         now = self.clock()
         project = await self.store.project(project_id)
         balance = (await self.store.credit_account(project_id)).balance(now)
         raised: list[str] = []
-        threshold = low_balance_threshold(
-            plan(project.plan), self.billing.config_for(project), project.low_balance_credits
-        )
+        config = self.billing.config_for(project)
+        threshold = low_balance_threshold(plan(project.plan), config, project.low_balance_credits)
+        overage, budget = project.cycle_overage, project.overage_budget
         checks = {
             "credits.low": (balance < threshold, {"balance": balance, "threshold": threshold}),
-            "credits.overage": (project.cycle_overage > 0, {"overage": project.cycle_overage}),
+            "credits.overage": (overage > 0, {"overage": overage}),
+            "credits.budget": (
+                config.budget_alert_due(overage, budget),
+                {"overage": overage, "budget": budget or 0, "percent": config.budget_alert_percent},
+            ),
         }
         for kind, (due, data) in checks.items():
             if due and await self.billing.raise_alert(
@@ -223,4 +228,10 @@ class Meter:
 def _detail(kind: str, data: dict[str, int]) -> str:
     if kind == "credits.low":
         return f"balance {data['balance']} credits is under {data['threshold']}"
+    if kind == "credits.budget":
+        return (
+            f"{data['overage']} credits over the allowance this cycle: at least "
+            f"{data['percent']}% of the spending budget of {data['budget']}; past it, "
+            f"sponsorship is refused"
+        )
     return f"{data['overage']} credits over the allowance this cycle (billed at cycle end)"

@@ -65,8 +65,9 @@ def billing_routes() -> APIRouter:
 
     @router.get("/credits", operation_id="getCredits")
     async def credits(who: CurrentCaller, request: Request) -> CreditsOut:
-        """Balance, lots (oldest first, consumed first), this cycle's use, overage and a
-        forecast to the cycle's end at the last week's daily pace, with its basis."""
+        """Balance, lots (oldest first, consumed first), this cycle's use, overage, the
+        spending budget and a forecast to the cycle's end at the last week's daily pace,
+        with its basis."""
         services: Services = request.app.state.services
         now = datetime.now(UTC)
         project = await services.store.project(who.project_id)
@@ -103,6 +104,7 @@ def billing_routes() -> APIRouter:
                 method=outlook.basis.method,
             ),
             low_balance_threshold=low_balance_threshold(p, config, project.low_balance_credits),
+            overage_budget=project.overage_budget,
             lots=[
                 LotOut(
                     lot_id=lot.lot_id,
@@ -166,7 +168,8 @@ def billing_routes() -> APIRouter:
 
     @router.get("/alerts", operation_id="listAlerts")
     async def list_alerts(who: CurrentCaller, request: Request) -> list[AlertOut]:
-        """Low-balance and overage alerts, newest first (at most one of a kind per cycle)."""
+        """Low-balance, overage and budget alerts, newest first (at most one of a kind per
+        cycle)."""
         services: Services = request.app.state.services
         await services.platform.meter.check_due_alerts()  # this process's latest charges
         return [

@@ -53,6 +53,7 @@ def project_out(p: Project) -> ProjectOut:
         cycle_start=sub.cycle_start,
         cycle_end=sub.cycle_end,
         low_balance_credits=p.low_balance_credits,
+        overage_budget=p.overage_budget,
     )
 
 
@@ -67,7 +68,9 @@ def platform_routes() -> APIRouter:
     @router.patch("/project", operation_id="updateProject")
     async def update_project(who: AdminCaller, request: Request, body: ProjectPatch) -> ProjectOut:
         """Rename, set the enabled chain ids, switch the Account Abstraction module, set the
-        low-balance alert threshold (credits; null: a tenth of the monthly grant)."""
+        low-balance alert threshold (credits; null: a tenth of the monthly grant), set the
+        spending budget (the most overage a cycle may reach through sponsorship, in credits;
+        null: none, overage is never refused)."""
         changes = body.model_dump(exclude_unset=True)
         if "chains" in changes and changes["chains"] is not None:
             supported(changes["chains"])
@@ -76,7 +79,10 @@ def platform_routes() -> APIRouter:
                 raise Problem(
                     422, "validation_error", "Invalid value", f"{required} cannot be null"
                 )
-        project = await services_of(request).store.update_project(who.project_id, **changes)
+        services = services_of(request)
+        project = await services.store.update_project(who.project_id, **changes)
+        if "overage_budget" in changes:  # a lower budget may already be near its alert
+            services.platform.meter.alerts_may_be_due(who.project_id)
         return project_out(project)
 
     @router.get("/keys", operation_id="listKeys")
@@ -165,10 +171,12 @@ def platform_routes() -> APIRouter:
         responses={202: {"model": ApprovalOut, "description": "waiting for the operator"}},
     )
     async def change_plan(who: AdminCaller, request: Request, body: PlanChange) -> Response:
-        """Schedule a change to FREE, or cancel a scheduled change by asking for the current
-        plan: it takes effect when the next cycle starts (200, the project). A paid plan
-        waits for the operator's approval: 202 with the pending approval, and nothing
-        changes until the operator approves it (then it is scheduled for the next cycle)."""
+        """Schedule a change that lowers the bill (a cheaper plan; from ENTERPRISE, any listed
+        plan), or cancel a scheduled change by asking for the current plan: it takes effect
+        when the next cycle starts (200, the project). A change that raises the bill (to
+        ENTERPRISE included) waits for the operator's approval: 202 with the pending
+        approval, and nothing changes until the operator approves it (then it is scheduled
+        for the next cycle)."""
         services = services_of(request)
         store = services.store
         now = datetime.now(UTC)

@@ -168,6 +168,7 @@ class ProjectOut(Wire):
     cycle_start: datetime
     cycle_end: datetime
     low_balance_credits: int | None
+    overage_budget: int | None  # credits of overage a cycle may reach; None: no limit
 
 
 class ProjectPatch(Body):
@@ -175,6 +176,7 @@ class ProjectPatch(Body):
     chains: Annotated[list[ChainId], Field(max_length=64)] | None = None
     aa_module_enabled: Flag | None = None
     low_balance_credits: CreditThreshold | None = None
+    overage_budget: CreditThreshold | None = None  # null: no spending budget
 
 
 class KeyOut(Wire):
@@ -250,6 +252,7 @@ class CreditsOut(Wire):
     forecast_overage: int
     forecast_basis: ForecastBasisOut
     low_balance_threshold: int
+    overage_budget: int | None = None  # the owner's spending budget; None: no limit
     lots: list[LotOut]
 
 

@@ -123,7 +123,6 @@ class Services:
         metering: bool = True,
     ) -> Platform:
         billing = billing or Billing(store.engine)
-        store.ledger.config = billing.config  # holds and cycle closes see the same ceilings
         meter = Meter(store, billing, self.prices, enabled=metering)
         self._platform = Platform(store, billing, meter, limiter, UsageQueries(store.engine))
         return self._platform

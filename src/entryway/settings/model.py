@@ -25,7 +25,7 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from entryway.domain.billing import BillingConfig
+from entryway.domain.billing import BUDGET_ALERT_PERCENT, BillingConfig
 from entryway.domain.destinations import PRIVATE_ALLOWED, PUBLIC_ONLY, DestinationPolicy
 from entryway.domain.evm import checksum
 from entryway.domain.networks import NETWORKS, FeeRules, fee_rules_for
@@ -208,9 +208,8 @@ class PriceSettings(Section):
 
 class BillingSettings(Section):
     overage_micro_eur_per_credit: dict[PlanName, Credits] = Field(default_factory=dict)
-    overage_ceiling_credits: dict[PlanName, Credits] = Field(default_factory=dict)
-    overage_ceiling_months: Annotated[int, Field(ge=0, le=1_000)] | None = None
-    enterprise_overage_ceiling: Credits | None = None
+    # The share of a project's spending budget, in percent, at which credits.budget fires.
+    budget_alert_percent: Annotated[int, Field(ge=1, le=100)] = BUDGET_ALERT_PERCENT
     enterprise_monthly_micro_eur: Credits = 0
     enterprise_monthly_credits: Credits = 0
 

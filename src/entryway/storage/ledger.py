@@ -4,9 +4,9 @@ the lot postings it causes and the project's overage counter commit together or 
 Holds: a sponsored operation is charged its estimate when sponsored (status `held`), then
 settled on the actual cost from its receipt (the difference drawn or given back), or released
 in full when it never lands. Credits given back return to the lots they came from, newest
-draw first, and overage is given back before any lot. A hold the project cannot cover — more
-than its lots hold plus what its plan's overage ceiling leaves of the cycle — is refused
-(`CreditCeilingError`), as is any amount beyond what the database stores.
+draw first, and overage is given back before any lot. A hold is refused only when it would
+take the cycle's overage past the spending budget the project's owner chose
+(`BudgetExceededError`), and any amount beyond what the database stores is refused too.
 
 The postings live in `ledger_postings`, the reads in `ledger_queries`, the records in
 `ledger_records` (re-exported here).
@@ -21,7 +21,6 @@ from sqlalchemy import insert, select
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from entryway.domain.billing import BillingConfig
 from entryway.domain.credits import CreditLot, LotKind
 from entryway.domain.pricebook import Quote
 from entryway.paymaster.inclusions import Inclusion, Reversal
@@ -60,9 +59,8 @@ __all__ = [
 
 
 class Ledger(LedgerQueries):
-    def __init__(self, engine: AsyncEngine, config: BillingConfig | None = None) -> None:
+    def __init__(self, engine: AsyncEngine) -> None:
         super().__init__(engine)
-        self.config = config or BillingConfig()  # the plans' overage ceilings
         self._accepted = GroupCommit(self.record_accepted_ops, self._record_accepted_alone)
 
     # ------------------------------------------------------------------ lots
@@ -133,7 +131,7 @@ class Ledger(LedgerQueries):
             done: dict[int, UsageRecord] = {}
             for project_id in sorted(by_project):
                 batch = [(i, charges[i]) for i in by_project[project_id]]
-                done.update(await postings.charge_project(db, self.config, project_id, batch))
+                done.update(await postings.charge_project(db, project_id, batch))
             return [done[i] for i in range(len(charges))]
 
         try:
@@ -144,7 +142,7 @@ class Ledger(LedgerQueries):
 
     async def _one(self, charge: Charge) -> UsageRecord:
         async def work(db: AsyncConnection) -> UsageRecord:
-            done = await postings.charge_project(db, self.config, charge.project_id, [(0, charge)])
+            done = await postings.charge_project(db, charge.project_id, [(0, charge)])
             return done[0]
 
         return await postings.run_unit(self.engine, work)
@@ -191,9 +189,7 @@ class Ledger(LedgerQueries):
         self, project_id: str, idempotency_key: str, actual: Quote | None, at: datetime
     ) -> UsageRecord:
         async def work(db: AsyncConnection) -> UsageRecord:
-            return await postings.finish_hold(
-                db, self.config, project_id, idempotency_key, actual, at
-            )
+            return await postings.finish_hold(db, project_id, idempotency_key, actual, at)
 
         return await postings.run_unit(self.engine, work)
 
@@ -206,9 +202,7 @@ class Ledger(LedgerQueries):
         settlements a reorg all reversed settles again."""
 
         async def work(db: AsyncConnection) -> UsageRecord:
-            return await reorgs.settle_included(
-                db, self.config, project_id, hold_key, actual, at, inclusion
-            )
+            return await reorgs.settle_included(db, project_id, hold_key, actual, at, inclusion)
 
         return await postings.run_unit(self.engine, work)
 
@@ -227,7 +221,7 @@ class Ledger(LedgerQueries):
         for event_id in standing:
 
             async def work(db: AsyncConnection, event_id: str = event_id) -> Reversal | None:
-                return await reorgs.reverse(db, self.config, event_id, at, follow_up)
+                return await reorgs.reverse(db, event_id, at, follow_up)
 
             reversal = await postings.run_unit(self.engine, work)
             if reversal is not None:
@@ -257,7 +251,7 @@ class Ledger(LedgerQueries):
         queue = TaskQueue(self.engine)
 
         async def work(db: AsyncConnection) -> list[UsageRecord]:
-            return await write_accepted(db, self.config, queue, group)
+            return await write_accepted(db, queue, group)
 
         return await postings.run_unit(self.engine, work)
 

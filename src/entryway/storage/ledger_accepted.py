@@ -18,7 +18,6 @@ from collections.abc import Sequence
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from entryway.domain.billing import BillingConfig
 from entryway.paymaster.ports import AcceptedOp
 from entryway.storage import ledger_postings as postings
 from entryway.storage.intake import intake_row, write_intake_rows
@@ -45,7 +44,7 @@ def relay_charge(accepted: AcceptedOp) -> Charge:
 
 
 async def write_accepted(
-    db: AsyncConnection, config: BillingConfig, queue: TaskQueue, group: Sequence[AcceptedOp]
+    db: AsyncConnection, queue: TaskQueue, group: Sequence[AcceptedOp]
 ) -> list[UsageRecord]:
     """Record `group` on `db`'s transaction; each op's record, in `group`'s order."""
     by_project: dict[str, list[tuple[int, Charge]]] = {}
@@ -53,7 +52,7 @@ async def write_accepted(
         by_project.setdefault(accepted.project_id, []).append((i, relay_charge(accepted)))
     done: dict[int, UsageRecord] = {}
     for project_id in sorted(by_project):
-        done.update(await postings.charge_project(db, config, project_id, by_project[project_id]))
+        done.update(await postings.charge_project(db, project_id, by_project[project_id]))
     await write_intake_rows(
         db,
         [

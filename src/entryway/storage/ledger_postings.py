@@ -15,7 +15,6 @@ from sqlalchemy import and_, insert, select, update
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from entryway.domain.billing import BillingConfig, EnterpriseTerms
 from entryway.domain.credits import (
     CreditAccount,
     CreditLot,
@@ -24,7 +23,6 @@ from entryway.domain.credits import (
     check_amount,
     check_hold,
 )
-from entryway.domain.plans import plan
 from entryway.domain.pricebook import Quote
 from entryway.storage.ledger_records import (
     Charge,
@@ -44,27 +42,21 @@ _SQLITE_RETRIES = 20
 @dataclass(frozen=True, slots=True)
 class _LockedProject:
     cycle_overage: int
-    overage_ceiling: int
+    overage_budget: int | None  # the owner's spending budget; None: overage is never refused
 
 
-async def lock_project(
-    db: AsyncConnection, project_id: str, config: BillingConfig
-) -> _LockedProject:
+async def lock_project(db: AsyncConnection, project_id: str) -> _LockedProject:
     """Serialise a project's ledger work (PostgreSQL row lock; SQLite locks the file)."""
-    query = select(
-        projects.c.cycle_overage,
-        projects.c.plan,
-        projects.c.enterprise_monthly_micro_eur,
-        projects.c.enterprise_monthly_credits,
-    ).where(projects.c.project_id == project_id)
+    query = select(projects.c.cycle_overage, projects.c.overage_budget).where(
+        projects.c.project_id == project_id
+    )
     if db.dialect.name == "postgresql":
         query = query.with_for_update()
     row = (await db.execute(query)).one_or_none()
     if row is None:
         raise LedgerError(f"unknown project {project_id}")
-    terms = EnterpriseTerms(row.enterprise_monthly_micro_eur, row.enterprise_monthly_credits)
-    ceiling = config.with_terms(terms).overage_ceiling(plan(row.plan))  # its own ENTERPRISE grant
-    return _LockedProject(int(row.cycle_overage), ceiling)
+    budget = None if row.overage_budget is None else int(row.overage_budget)
+    return _LockedProject(int(row.cycle_overage), budget)
 
 
 async def live_account(
@@ -99,7 +91,7 @@ async def live_account(
 
 
 async def charge_project(
-    db: AsyncConnection, config: BillingConfig, project_id: str, batch: list[tuple[int, Charge]]
+    db: AsyncConnection, project_id: str, batch: list[tuple[int, Charge]]
 ) -> dict[int, UsageRecord]:
     """Charge a project's share of a batch (`Ledger.record_many`): its known keys read at
     once, its lots once, events, draws and lot updates written in bulk."""
@@ -122,9 +114,9 @@ async def charge_project(
         check_amount(c.credits, f"the charge {c.idempotency_key}")
     done: dict[int, UsageRecord] = {}
     account = CreditAccount()
-    locked = _LockedProject(0, 0)
+    locked = _LockedProject(0, None)
     if fresh:
-        locked = await lock_project(db, project_id, config)
+        locked = await lock_project(db, project_id)
         account = await live_account(db, project_id, min(fresh), max(fresh))
     events: list[dict[str, Any]] = []
     draws: list[dict[str, Any]] = []
@@ -135,9 +127,9 @@ async def charge_project(
             done[i] = replace(known[c.idempotency_key], duplicate=True)
             continue
         account, used = account.consume(c.credits, c.at)
-        if c.status is UsageStatus.HELD:  # an estimate: refused past the ceiling
+        if c.status is UsageStatus.HELD:  # an estimate: refused only past the owner's budget
             overage = locked.cycle_overage + overage_total
-            check_hold(c.credits, used.from_lots, overage, locked.overage_ceiling)
+            check_hold(c.credits, used.overage, overage, locked.overage_budget)
         event_id = str(uuid.uuid4())
         ctx = c.context or UsageContext()
         events.append(
@@ -270,7 +262,6 @@ async def shift_overage(db: AsyncConnection, project_id: str, event_id: str, cre
 
 async def finish_hold(
     db: AsyncConnection,
-    config: BillingConfig,
     project_id: str,
     idempotency_key: str,
     actual: Quote | None,
@@ -278,7 +269,7 @@ async def finish_hold(
 ) -> UsageRecord:
     """Settle a hold on `actual` (the difference drawn or given back), or release it whole
     (`actual` None). A hold already settled or released is left as it is (a duplicate)."""
-    await lock_project(db, project_id, config)
+    await lock_project(db, project_id)
     found = await event(db, project_id, idempotency_key)
     if found is None:
         raise LedgerError(f"no hold {idempotency_key!r}")

@@ -28,7 +28,6 @@ from datetime import datetime
 from sqlalchemy import func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from entryway.domain.billing import BillingConfig
 from entryway.domain.pricebook import Quote
 from entryway.paymaster.inclusions import Inclusion, Reversal
 from entryway.storage import ledger_postings as postings
@@ -56,7 +55,6 @@ FollowUp = Callable[[AsyncConnection, Reversal], Awaitable[None]]
 
 async def settle_included(
     db: AsyncConnection,
-    config: BillingConfig,
     project_id: str,
     hold_key: str,
     actual: Quote,
@@ -67,7 +65,7 @@ async def settle_included(
     every settlement a reorg reversed, or that was released before its op was mined after
     all (sent around the service, or mined after it was reported dropped), is charged again
     as a fresh event; one whose settlement stands is left as it is (a duplicate)."""
-    record = await postings.finish_hold(db, config, project_id, hold_key, actual, at)
+    record = await postings.finish_hold(db, project_id, hold_key, actual, at)
     # A hold never sent through the service (its op went around it) gets the op's hash as
     # its reference here (a sent op's got it when sent), so its credits are found by it.
     await db.execute(
@@ -122,7 +120,7 @@ async def settle_included(
         actual,
         UsageStatus.SETTLED,
     )
-    (again,) = (await postings.charge_project(db, config, project_id, [(0, charge)])).values()
+    (again,) = (await postings.charge_project(db, project_id, [(0, charge)])).values()
     if not again.duplicate:
         await _record_inclusion(db, again.event_id, project_id, hold_key, inclusion, at)
     return again
@@ -168,7 +166,6 @@ async def standing_in_blocks(
 
 async def reverse(
     db: AsyncConnection,
-    config: BillingConfig,
     event_id: str,
     at: datetime,
     follow_up: FollowUp | None = None,
@@ -180,7 +177,7 @@ async def reverse(
         raise LedgerError(f"no recorded inclusion for event {event_id}")
     if inclusion.reversal_event_id is not None:
         return None
-    await postings.lock_project(db, inclusion.project_id, config)
+    await postings.lock_project(db, inclusion.project_id)
     settled = (
         await db.execute(select(usage_events).where(usage_events.c.event_id == event_id))
     ).one()

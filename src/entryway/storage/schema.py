@@ -74,6 +74,9 @@ projects = Table(
     Column("cycle_overage", BigInteger, nullable=False, server_default="0"),
     Column("next_plan", String(20), nullable=True),
     Column("low_balance_credits", BigInteger, nullable=True),  # None: a tenth of the grant
+    # The owner's spending budget: the most overage a cycle may reach through sponsorship
+    # holds. None: no limit, overage is never refused.
+    Column("overage_budget", BigInteger, nullable=True),
     # ENTERPRISE terms per project (None: the service-wide configured values).
     Column("enterprise_monthly_micro_eur", BigInteger, nullable=True),
     Column("enterprise_monthly_credits", BigInteger, nullable=True),

@@ -15,7 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from entryway.domain.apikeys import IssuedKey, KeyEnvironment, KeyRole
 from entryway.domain.billing import EnterpriseTerms, Subscription
-from entryway.domain.credits import CreditAccount, CreditLot, LotKind
+from entryway.domain.credits import CreditAccount, CreditLot, LotKind, check_amount
 from entryway.domain.plans import PlanName
 from entryway.domain.plans import plan as plan_of
 from entryway.errors import EntrywayError
@@ -48,6 +48,7 @@ class Project:
     cycle_overage: int
     low_balance_credits: int | None
     enterprise_terms: EnterpriseTerms = field(default_factory=EnterpriseTerms)  # unset: service's
+    overage_budget: int | None = None  # the owner's spending budget; None: no limit
 
     @property
     def subscription(self) -> Subscription:
@@ -75,6 +76,7 @@ def project_from_row(r: Any) -> Project:
         cycle_started_at=_utc(r.cycle_started_at or r.created_at),
         cycle_overage=int(r.cycle_overage),
         low_balance_credits=r.low_balance_credits,
+        overage_budget=None if r.overage_budget is None else int(r.overage_budget),
         enterprise_terms=EnterpriseTerms(
             r.enterprise_monthly_micro_eur, r.enterprise_monthly_credits
         ),
@@ -167,6 +169,7 @@ class Store:
         chains: Sequence[int] = _UNSET,
         aa_module_enabled: bool = _UNSET,
         low_balance_credits: int | None = _UNSET,
+        overage_budget: int | None = _UNSET,
     ) -> Project:
         values: dict[str, Any] = {}
         if name is not _UNSET:
@@ -177,6 +180,10 @@ class Store:
             values["aa_module_enabled"] = aa_module_enabled
         if low_balance_credits is not _UNSET:
             values["low_balance_credits"] = low_balance_credits
+        if overage_budget is not _UNSET:
+            if overage_budget is not None:
+                check_amount(overage_budget, "a spending budget")  # what the database holds
+            values["overage_budget"] = overage_budget
         if values:
             async with self.engine.begin() as db:
                 await db.execute(

@@ -1,10 +1,12 @@
-"""A project key alone never moves its project to a paid plan: the change waits for the
+"""A project key alone never raises its bill: a dearer plan waits for the
 operator, who approves or rejects it over the admin API; ENTERPRISE terms per project."""
 
 from __future__ import annotations
 
+from entryway.domain.approvals import ApprovalStatus
 from entryway.domain.billing import EnterpriseTerms
 from entryway.domain.plans import PlanName
+from entryway.storage.approvals import Approvals
 from tests.integration.api.conftest import ADMIN_TOKEN, Api
 
 OPERATOR = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
@@ -73,3 +75,34 @@ async def test_the_operator_sets_a_projects_enterprise_terms(api: Api) -> None:
     assert r.status_code == 404
     r = await api.client.put(url, headers=OPERATOR, json={"monthlyCredits": -1})
     assert r.status_code == 422
+
+
+async def test_a_move_that_lowers_the_bill_is_scheduled_at_once_with_who_made_it(
+    api: Api,
+) -> None:
+    pid, key = await api.new_project(PlanName.SCALE)
+    # Asking for a dearer plan waits; a cheaper one then takes its place without approval.
+    r = await api.client.put("/v1/project/plan", headers=api.auth(key), json={"plan": "ENTERPRISE"})
+    assert r.status_code == 202 and r.json()["status"] == "pending"
+    r = await api.client.put("/v1/project/plan", headers=api.auth(key), json={"plan": "PRO"})
+    assert r.status_code == 200, r.text
+    assert (r.json()["plan"], r.json()["nextPlan"]) == ("SCALE", "PRO")  # from the next cycle
+    pending = (await api.client.get("/v1/admin/approvals", headers=OPERATOR)).json()
+    assert [a for a in pending if a["projectId"] == pid] == []  # the ENTERPRISE request lapsed
+    store = api.services.store
+    newest = (await Approvals(store.engine, store.ledger).for_project(pid))[0]
+    assert (newest.status, newest.subject) == (ApprovalStatus.DIRECT, "PRO")
+    assert newest.requested_by.startswith("key:")  # the billing page shows who changed it
+    # Back up to SCALE, the current plan: that cancels the scheduled change, no approval.
+    r = await api.client.put("/v1/project/plan", headers=api.auth(key), json={"plan": "SCALE"})
+    assert r.status_code == 200 and r.json()["nextPlan"] is None
+
+    # From ENTERPRISE (priced by contract) to any listed plan lowers the bill.
+    pid, key = await api.new_project(PlanName.ENTERPRISE)
+    r = await api.client.put("/v1/project/plan", headers=api.auth(key), json={"plan": "SCALE"})
+    assert r.status_code == 200 and r.json()["nextPlan"] == "SCALE"
+    # A move that raises the bill still waits: nothing is scheduled until the operator says.
+    pid, key = await api.new_project(PlanName.STARTER)
+    r = await api.client.put("/v1/project/plan", headers=api.auth(key), json={"plan": "PRO"})
+    assert r.status_code == 202
+    assert (await api.services.store.project(pid)).next_plan is None

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 
 import httpx
 import pytest
+from sqlalchemy import update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from entryway.dashboard.app import install_dashboard
@@ -22,6 +23,7 @@ from entryway.domain.plans import PlanName
 from entryway.service.app import create_app
 from entryway.service.services import Services
 from entryway.storage.accounts import AccountStore
+from entryway.storage.schema import projects
 from entryway.storage.store import Store
 from tests.integration.api.conftest import ADMIN_TOKEN
 from tests.integration.storage.conftest import engine  # noqa: F401 - the fixture
@@ -163,3 +165,58 @@ async def test_a_member_still_cannot_change_the_plan_in_the_dashboard(console: C
     assert project.next_plan is None
     page = (await console.page(console.owner, billing)).text
     assert "data-status=" not in page  # nothing was recorded
+
+
+async def test_an_owner_moves_to_a_cheaper_plan_without_the_operator(console: Console) -> None:
+    pid = console.project_id
+    async with console.store.engine.begin() as db:  # as if SCALE had been approved long ago
+        await db.execute(update(projects).where(projects.c.project_id == pid).values(plan="SCALE"))
+    billing = f"/dashboard/projects/{pid}/billing"
+    page = (await console.page(console.owner, billing)).text
+    assert "lowers the bill: no approval needed" in page  # PRO, STARTER and FREE
+    assert "raises the bill: needs the operator" in page  # ENTERPRISE
+    moved = await console.post(console.owner, f"{billing}/plan", {"plan": "PRO"})
+    assert moved.status_code == 303 and moved.headers["location"].endswith("done=scheduled")
+    assert (await console.store.project(pid)).next_plan is PlanName.PRO
+    page = (await console.page(console.owner, billing)).text
+    rows = re.findall(r'<tr data-status="(\w+)">(.*?)</tr>', page, re.S)
+    assert [status for status, _ in rows] == ["direct"] and "PRO" in rows[0][1]
+    queue = (await console.client.get("/v1/admin/approvals", headers=OPERATOR)).json()
+    assert not [a for a in queue if a["projectId"] == pid]  # nothing for the operator
+
+
+async def test_an_owner_sets_the_spending_budget_on_the_billing_page_and_a_member_cannot(
+    console: Console,
+) -> None:
+    pid = console.project_id
+    billing = f"/dashboard/projects/{pid}/billing"
+    page = (await console.page(console.owner, billing)).text
+    assert "No spending budget: operations never stop for credits" in page
+    assert 'id="budget-form"' in page
+    member_page = (await console.page(console.member, billing)).text
+    assert 'id="budget-form"' not in member_page
+    refused = await console.post(console.member, f"{billing}/budget", {"budget": "5"})
+    assert refused.status_code == 403
+    assert (await console.store.project(pid)).overage_budget is None
+
+    for bad in ("-5", "lots", "1.5", str(2**63)):
+        wrong = await console.post(console.owner, f"{billing}/budget", {"budget": bad})
+        assert wrong.status_code == 400 and "whole number of credits" in wrong.text, bad
+    saved = await console.post(console.owner, f"{billing}/budget", {"budget": "1,000"})
+    assert saved.status_code == 303 and saved.headers["location"].endswith("done=budget")
+    assert (await console.store.project(pid)).overage_budget == 1_000
+    page = (await console.page(console.owner, billing)).text
+    assert 'value="1000"' in page and 'id="budget-alert"' not in page
+
+    # 850 credits past the allowance: the page warns at 80%, and says when it is used up.
+    now = datetime.now(UTC)
+    await console.store.ledger.record_usage(pid, "big", "notarization", 1_000_850, now)
+    page = (await console.page(console.owner, billing)).text
+    assert "(85%)" in page and "reached 80% of the spending budget" in page
+    await console.store.ledger.record_usage(pid, "more", "notarization", 150, now)
+    page = (await console.page(console.owner, billing)).text
+    assert "The spending budget is used up" in page
+
+    lifted = await console.post(console.owner, f"{billing}/budget", {"budget": " "})
+    assert lifted.status_code == 303
+    assert (await console.store.project(pid)).overage_budget is None

@@ -101,7 +101,7 @@ async def test_plan_changes_wait_for_the_next_cycle(api: Api) -> None:
         ("SCALE", 50_000_000, 50_000_000),
         ("ENTERPRISE", None, None),
     ]
-    # A paid plan waits for the operator (tests/integration/api/test_approvals_api.py).
+    # A dearer plan waits for the operator (tests/integration/api/test_approvals_api.py).
     r = await api.client.put("/v1/project/plan", headers=api.auth(), json={"plan": "PRO"})
     assert r.status_code == 202 and r.json()["status"] == "pending"
     await api.services.store.schedule_plan_change(api.project_id, PlanName.PRO)  # approved

@@ -1,8 +1,9 @@
 """Bounds where an op enters the service, on a real devnet (Amoy's fee rules) and a real
 ledger (SQLite): fees past the chain's ceiling are refused with -32602 by the paymaster and the
 bundler alike and hold nothing; a paymaster gas limit past the documented maximum is refused,
-not lowered; a hold the project cannot cover (its credits plus its plan's overage ceiling) is
-refused with -32501 `overage_ceiling`; /v1/credits and the alerts answer all along."""
+not lowered; overage never stops sponsorship unless the project's owner set a spending budget,
+and then a hold past it is refused with -32501 `budget_exceeded` after the budget alert;
+/v1/credits and the alerts answer all along."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from entryway.bundler.rpc_methods import BundlerRpc
 from entryway.bundler.rpc_types import user_operation_json
 from entryway.chain.rpc import EthClient
 from entryway.devnet.devnet import Devnet
-from entryway.domain.apikeys import KeyEnvironment
+from entryway.domain.apikeys import KeyEnvironment, KeyRole
 from entryway.domain.networks import GWEI
 from entryway.domain.plans import PlanName
 from entryway.domain.signatures import sign_digest
@@ -64,7 +65,7 @@ async def service(
 
 
 async def tenant(services: Services) -> tuple[str, dict[str, str]]:
-    """A FREE project (1,000,000 credits a month, an overage ceiling of 10,000,000)."""
+    """A FREE project (1,000,000 credits a month) and a service key."""
     now = datetime.now(UTC)
     store = services.store
     owner = await store.create_user(f"{now.timestamp()}@example.org", now)
@@ -141,53 +142,78 @@ async def test_a_paymaster_gas_limit_past_the_maximum_is_refused_not_lowered(
     assert answer["result"]["paymasterVerificationGasLimit"] == hex(500_000)  # signed as sent
 
 
-async def test_a_hold_past_the_credits_and_the_overage_ceiling_is_refused(
+async def test_overage_never_stops_sponsorship_unless_the_owner_set_a_budget(
     service: Service, harness: Harness
 ) -> None:
     client, services = service
-    _, auth = await tenant(services)
+    pid, auth = await tenant(services)
+    admin = await services.store.issue_key(
+        pid, KeyEnvironment.TEST, [CHAIN], datetime.now(UTC), role=KeyRole.ADMIN
+    )
+    owner = {"Authorization": f"Bearer {admin.secret}"}
     ep = harness.deployment.entry_point
     # Dear but within Amoy's bounds: 40,000 gwei a gas is 8 credits at 0.20 EUR a POL.
     dear = {"max_fee_per_gas": 40_000 * GWEI, "max_priority_fee_per_gas": 30 * GWEI}
     draft = replace(await harness.build_op(harness.new_key().address, b""), **dear)
 
-    huge = replace(draft, call_gas_limit=2_000_000)  # ~21.8M credits: past 1M + 10M
-    answer = await call(client, auth, "pm_getPaymasterData", unsigned(huge), ep, hex(CHAIN), {})
-    assert answer["error"]["code"] == -32501
-    assert answer["error"]["data"] == {"rule": "overage_ceiling", "policyId": None}
-    assert (await credits(client, auth))["usedThisCycle"] == 0  # nothing held
+    async def sponsor(op: UserOperation) -> Any:
+        return await call(client, auth, "pm_getPaymasterData", unsigned(op), ep, hex(CHAIN), {})
 
-    answer = await call(client, auth, "pm_getPaymasterData", unsigned(draft), ep, hex(CHAIN), {})
-    assert "result" in answer, answer  # ~8.2M credits: the 1M left, then overage
+    # No budget: a hold of ~21.8M credits, twenty monthly allowances, goes through.
+    huge = replace(draft, call_gas_limit=2_000_000)
+    assert "result" in await sponsor(huge)
     first = await credits(client, auth)
-    held = first["usedThisCycle"]
-    assert 1_000_000 < held <= 11_000_000
-    assert (first["balance"], first["overageThisCycle"]) == (0, held - 1_000_000)
-
-    # The same op again is the same hold; the next one would take overage past 10M.
-    again = await call(client, auth, "pm_getPaymasterData", unsigned(draft), ep, hex(CHAIN), {})
-    assert "result" in again
-    nxt = unsigned(replace(draft, nonce=draft.nonce + 1))
-    answer = await call(client, auth, "pm_getPaymasterData", nxt, ep, hex(CHAIN), {})
-    assert answer["error"]["data"]["rule"] == "overage_ceiling"
-    assert f"overage ceiling of {10_000_000}" in answer["error"]["message"]
-    assert (await credits(client, auth))["usedThisCycle"] == held
-
-    # The hold moved the project into overage: the alerts say so.
+    assert first["overageBudget"] is None
+    assert first["usedThisCycle"] > 20_000_000
+    assert first["overageThisCycle"] == first["usedThisCycle"] - 1_000_000
+    assert "result" in await sponsor(draft)  # ~8.2M more, all overage
+    second = await credits(client, auth)
+    one_op = second["usedThisCycle"] - first["usedThisCycle"]
+    assert one_op > 1_000_000
     await services.platform.meter.check_due_alerts()
-    r = await client.get("/v1/alerts", headers=auth)
-    assert {a["kind"] for a in r.json()} == {"credits.low", "credits.overage"}
+    kinds = {a["kind"] for a in (await client.get("/v1/alerts", headers=auth)).json()}
+    assert kinds == {"credits.low", "credits.overage"}  # no budget, no budget alert
+
+    # A service key cannot set the budget; the owner's admin key can: room for one more op.
+    budget = second["overageThisCycle"] + one_op
+    patch = {"overageBudget": budget}
+    assert (await client.patch("/v1/project", headers=auth, json=patch)).status_code in (401, 403)
+    r = await client.patch("/v1/project", headers=owner, json=patch)
+    assert r.status_code == 200 and r.json()["overageBudget"] == budget
+    assert (await credits(client, auth))["overageBudget"] == budget
+
+    # The same op again is the same hold; the next fits the budget exactly; the one after
+    # would take the overage past it and is refused, holding nothing.
+    assert "result" in await sponsor(draft)
+    assert "result" in await sponsor(replace(draft, nonce=draft.nonce + 1))
+    at_budget = await credits(client, auth)
+    assert at_budget["overageThisCycle"] == budget
+    answer = await sponsor(replace(draft, nonce=draft.nonce + 2))
+    assert answer["error"]["code"] == -32501
+    assert answer["error"]["data"] == {"rule": "budget_exceeded", "policyId": None}
+    assert f"spending budget of {budget} credits" in answer["error"]["message"]
+    assert (await credits(client, auth))["usedThisCycle"] == at_budget["usedThisCycle"]
+
+    # The budget alert came before the refusal, once for the cycle.
+    await services.platform.meter.check_due_alerts()
+    alerts = (await client.get("/v1/alerts", headers=auth)).json()
+    [warned] = [a for a in alerts if a["kind"] == "credits.budget"]
+    assert f"spending budget of {budget}" in warned["detail"]
 
     # An op refused for its fee changes nothing; the credits answer as before.
     greedy = replace(draft, nonce=draft.nonce + 2, max_fee_per_gas=2**85)
-    bad = await call(client, auth, "pm_getPaymasterData", unsigned(greedy), ep, hex(CHAIN), {})
+    bad = await sponsor(greedy)
     assert bad["error"]["code"] == -32602
-    last = await credits(client, auth)
-    assert (last["balance"], last["usedThisCycle"], last["overageThisCycle"]) == (
-        0,
-        held,
-        held - 1_000_000,
-    )
+    assert (await credits(client, auth))["usedThisCycle"] == at_budget["usedThisCycle"]
+
+    # Lifting the budget (null) lets sponsorship go on past it; a budget too large for the
+    # database is refused.
+    r = await client.patch("/v1/project", headers=owner, json={"overageBudget": 2**63})
+    assert r.status_code == 422
+    r = await client.patch("/v1/project", headers=owner, json={"overageBudget": None})
+    assert r.status_code == 200 and r.json()["overageBudget"] is None
+    assert "result" in await sponsor(replace(draft, nonce=draft.nonce + 2))
+    assert (await credits(client, auth))["overageThisCycle"] == budget + one_op
 
 
 async def test_the_chain_id_parameter_must_be_the_hex_string(

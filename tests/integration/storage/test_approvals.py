@@ -1,19 +1,17 @@
-"""Operator approvals of paid plan changes and credit packs, and per-project ENTERPRISE
-terms, in a real database (SQLite and PostgreSQL)."""
+"""Operator approvals of plan changes that raise the bill and of credit packs, and
+per-project ENTERPRISE terms, in a real database (SQLite and PostgreSQL)."""
 
 from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime, timedelta
 
-import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from entryway.domain.approvals import ApprovalKind, ApprovalStatus
 from entryway.domain.billing import BillingConfig, EnterpriseTerms
-from entryway.domain.credits import CreditCeilingError, LotKind
+from entryway.domain.credits import LotKind
 from entryway.domain.plans import PlanName
-from entryway.domain.pricebook import OperationType, Quote
 from entryway.storage.approvals import REPLACED, Approvals
 from entryway.storage.billing import Billing
 from entryway.storage.store import Store
@@ -136,15 +134,3 @@ async def test_a_projects_enterprise_terms_price_its_invoice_and_grant(
     assert theirs.invoice.plan_price_micro_eur == 900  # the service-wide terms
     assert (await store.credit_account(pid)).balance(after) == 3_000_000_000
     assert (await store.credit_account(other)).balance(after) == 7
-
-
-async def test_a_projects_enterprise_grant_sets_its_overage_ceiling(engine: AsyncEngine) -> None:
-    store = Store(engine)
-    store.ledger.config = BillingConfig(overage_ceiling_months=2, enterprise_overage_ceiling=10)
-    pid = await project(store, PlanName.ENTERPRISE)
-    hold = Quote.of(OperationType.SPONSORED_USER_OPERATION, relay=1_000)
-    with pytest.raises(CreditCeilingError):  # the service-wide floor: 10 credits
-        await store.ledger.hold(pid, "before", hold, NOW)
-    await Billing(engine).set_enterprise_terms(pid, EnterpriseTerms(None, 600))
-    held = await store.ledger.hold(pid, "after", hold, NOW)  # 2 months of 600 credits
-    assert held.overage == 1_000

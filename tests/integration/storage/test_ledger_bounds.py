@@ -1,7 +1,8 @@
-"""Bounds in the ledger on a real database (SQLite and PostgreSQL): a hold past the project's
-lots plus its plan's overage ceiling is refused and holds nothing, while ordinary overage goes
-on; no amount beyond what the database stores is written; a purchase id names one purchase;
-one poisoned row stops neither the release sweep nor the cycle-close sweep for the others."""
+"""Bounds in the ledger on a real database (SQLite and PostgreSQL): without a spending budget
+no hold is ever refused for credits, however far past the monthly credits; with one, a hold
+past it is refused and holds nothing, while other charges go on; no amount beyond what the
+database stores is written; a purchase id names one purchase; one poisoned row stops neither
+the release sweep nor the cycle-close sweep for the others."""
 
 from __future__ import annotations
 
@@ -14,9 +15,14 @@ import pytest
 from sqlalchemy import insert, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from entryway.domain.billing import BillingConfig
 from entryway.domain.bounds import MAX_CREDITS
-from entryway.domain.credits import CreditCeilingError, CreditError, CreditLot, LotKind, add_months
+from entryway.domain.credits import (
+    BudgetExceededError,
+    CreditError,
+    CreditLot,
+    LotKind,
+    add_months,
+)
 from entryway.domain.plans import PlanName
 from entryway.domain.pricebook import OperationType, Quote, default_price_book
 from entryway.paymaster.settlement import SPONSORED, SponsorshipSettler
@@ -50,33 +56,73 @@ async def statuses(engine: AsyncEngine, pid: str) -> dict[str, str]:
     return {r.idempotency_key: r.status for r in rows}
 
 
-async def test_a_hold_past_the_lots_and_the_ceiling_is_refused_and_holds_nothing(
+async def test_without_a_budget_no_hold_is_ever_refused_for_credits(engine: AsyncEngine) -> None:
+    store = Store(engine)
+    pid = await project(store, grant=1_000)
+    # Far past what the former ten-month ceiling allowed (10,000 credits here), in one hold
+    # and then in many: operations go on, and the overage is billed at the cycle's close.
+    held = await store.ledger.hold(pid, "big", sponsored(10_000_000), NOW)
+    assert (held.credits, held.overage) == (10_000_000, 9_999_000)
+    for i in range(5):
+        await store.ledger.hold(pid, f"more-{i}", sponsored(MAX_CREDITS // 100), NOW)
+    assert (await store.project(pid)).cycle_overage == 9_999_000 + 5 * (MAX_CREDITS // 100)
+    with pytest.raises(CreditError):  # what the database cannot store is still refused
+        await store.ledger.hold(pid, "absurd", sponsored(MAX_CREDITS + 1), NOW)
+
+
+async def test_a_hold_past_the_owners_budget_is_refused_and_holds_nothing(
     engine: AsyncEngine,
 ) -> None:
     store = Store(engine)
-    store.ledger.config = BillingConfig(overage_ceiling_credits={PlanName.FREE: 1_000})
     pid = await project(store, grant=500)
+    await store.update_project(pid, overage_budget=1_000)
     ledger = store.ledger
 
-    held = await ledger.hold(pid, "a", sponsored(1_500), NOW)  # the lot, then the whole ceiling
+    held = await ledger.hold(pid, "a", sponsored(1_500), NOW)  # the lot, then the whole budget
     assert (held.credits, held.overage) == (1_500, 1_000)
-    with pytest.raises(CreditCeilingError) as refused:
+    with pytest.raises(BudgetExceededError) as refused:
         await ledger.hold(pid, "b", sponsored(1), NOW)
-    assert (refused.value.credits, refused.value.available, refused.value.ceiling) == (1, 0, 1_000)
+    assert (refused.value.credits, refused.value.overage, refused.value.budget) == (1, 1_000, 1_000)
     assert await statuses(engine, pid) == {"a": "held"}
     assert (await store.project(pid)).cycle_overage == 1_000
 
     await ledger.release(pid, "a", NOW)  # room again, exactly as much as before
-    with pytest.raises(CreditCeilingError):
+    with pytest.raises(BudgetExceededError):
         await ledger.hold(pid, "c", sponsored(1_501), NOW)
     await ledger.hold(pid, "c", sponsored(1_500), NOW)
 
-    # Ordinary overage is never refused, even past the ceiling: it is billed at the close.
+    # Other charges, and a hold's settlement, are never refused: billed at the close.
     relay = await ledger.record_usage(pid, "relay", "relayed_user_operation", 5_000, NOW)
     assert relay.overage == 5_000
     settled = await ledger.settle(pid, "c", sponsored(2_000), NOW)  # dearer than its hold
     assert (settled.credits, settled.overage) == (2_000, 1_500)
     assert (await store.project(pid)).cycle_overage == 6_500
+
+    # A purchase covers holds again even past the budget (no overage), and so does lifting it.
+    await ledger.purchase(pid, "pack", 100, NOW)
+    assert (await ledger.hold(pid, "covered", sponsored(100), NOW)).overage == 0
+    with pytest.raises(BudgetExceededError):
+        await ledger.hold(pid, "d", sponsored(1), NOW)
+    await store.update_project(pid, overage_budget=None)
+    assert (await ledger.hold(pid, "d", sponsored(1), NOW)).overage == 1
+
+
+async def test_concurrent_holds_never_take_the_overage_past_the_budget_together(
+    engine: AsyncEngine,
+) -> None:
+    store = Store(engine)
+    pid = await project(store, grant=0)
+    await store.update_project(pid, overage_budget=1_000)
+    ledger = store.ledger
+    # Each fits alone; the project's lock lets only as many through as the budget holds.
+    tries = await asyncio.gather(
+        *(ledger.hold(pid, f"h{i}", sponsored(300), NOW) for i in range(6)),
+        return_exceptions=True,
+    )
+    held = [t for t in tries if not isinstance(t, BaseException)]
+    refused = [t for t in tries if isinstance(t, BaseException)]
+    assert len(held) == 3 and all(isinstance(r, BudgetExceededError) for r in refused)
+    assert (await store.project(pid)).cycle_overage == 900
 
 
 async def test_no_amount_beyond_what_the_database_stores_is_written(engine: AsyncEngine) -> None:
