@@ -203,11 +203,11 @@ async def test_an_unreachable_database_stops_every_process(deployed: Deployed) -
 
 async def test_a_bad_file_exits_2_naming_the_key(deployed: Deployed) -> None:
     path = deployed.root / "bad.toml"
-    path.write_text("[[chains]]\nchain_id = 84532\nrpc_urls = []\n")
+    path.write_text('[[chains]]\nchain_id = 84532\nrpc_urls = []\nbundling = "in_process"\n')
     code, out = await run("api", "--config", str(path))
     assert code == 2
-    assert "chains[0].rpc_urls: " in out
-    assert "chains[0].notary_submitter_key_file: " in out
+    assert "chains[0].rpc_urls: " in out  # every problem, each naming its key
+    assert "chains[0].bundling: " in out
 
 
 async def _until_healthy(proc: asyncio.subprocess.Process, url: str) -> None:
@@ -444,9 +444,11 @@ async def test_api_and_bundler_hold_connections_to_the_files_http_table(
     finally:
         await _stop(proc)
 
+    # The standalone bundler (its own mempool, JSON-RPC on --port) under the same file.
     port = _free_port()
     proc = await asyncio.create_subprocess_exec(
-        ENTRYWAY, "bundler", "--config", str(path), "--chain", str(CHAIN_ID),
+        ENTRYWAY, "bundler", "--config", str(path), "--rpc-url", deployed.rpc_url,
+        "--executor-key-file", str(deployed.keys / "executor.key"),
         "--port", str(port), stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.DEVNULL, env=_clean_environment(),
     )  # fmt: skip

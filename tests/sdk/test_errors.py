@@ -215,3 +215,29 @@ async def test_a_json_rpc_error_under_a_503_says_what_happened_after_the_retries
     assert "the chain's node is unreachable" in str(raised.value)
     assert fake.seen.count("eth_getUserOperationReceipt") == 3  # a read: retried
     await client.aclose()
+
+
+async def test_any_call_refused_for_a_rate_limit_is_sent_again_after_its_retry_after(
+    http: httpx.AsyncClient, fake: Fake
+) -> None:
+    """Nothing of a call refused with -32005 ran: even pm_getPaymasterData (which holds
+    credits) and eth_sendUserOperation are sent again, after the service's Retry-After."""
+    client = await init(http)
+    limited = rpc_error(-32005, "limit exceeded: heavy calls")
+    limited.headers["Retry-After"] = "0"
+    done = httpx.Response(200, json={"jsonrpc": "2.0", "id": 1, "result": "0x" + "ab" * 32})
+    answers = iter([limited, limited, done])
+    fake.routes["eth_sendUserOperation"] = lambda _: next(answers)
+    assert await client.rpc("eth_sendUserOperation", []) == "0x" + "ab" * 32
+    assert fake.seen.count("eth_sendUserOperation") == 3
+    # Still refused after the policy's attempts: the JSON-RPC error, with its Retry-After.
+    fake.routes["pm_getPaymasterData"] = lambda _: rpc_error(-32005, "limit exceeded")
+    with pytest.raises(JsonRpcError) as caught:
+        await client.rpc("pm_getPaymasterData", [])
+    assert caught.value.rpc_code == -32005 and fake.seen.count("pm_getPaymasterData") == 3
+    # Any other refusal of a call that is not a read is final at once.
+    fake.routes["eth_sendUserOperation"] = lambda _: rpc_error(-32507, "Invalid signature")
+    with pytest.raises(JsonRpcError):
+        await client.rpc("eth_sendUserOperation", [])
+    assert fake.seen.count("eth_sendUserOperation") == 4
+    await client.aclose()

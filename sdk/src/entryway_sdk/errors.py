@@ -154,6 +154,8 @@ class JsonRpcError(EntrywayError):
         self.message = message
         self.data = data
         self.method = method
+        # For -32005 (a rate limit), the seconds the service asked to wait (Retry-After).
+        self.retry_after: float | None = None
 
 
 class UserOperationRejectedError(JsonRpcError):

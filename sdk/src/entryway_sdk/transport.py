@@ -1,6 +1,7 @@
 """HTTP to the service (REST with the API key, JSON-RPC at /rpc/{chainId}) and JSON-RPC to the
 caller's own node, over one shared `httpx.AsyncClient`. Retries follow one `RetryPolicy`:
-only idempotent requests (GETs and read-only JSON-RPC methods) are retried."""
+idempotent requests (GETs and read-only JSON-RPC methods) are retried, and any request the
+service refused for a rate limit (429, or JSON-RPC -32005): nothing of it ran."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from entryway_sdk._hex import hex_bytes, quantity, to_hex
 from entryway_sdk.errors import (
     ApiError,
     EntrywayError,
+    JsonRpcError,
     NetworkConnectionError,
     RateLimitedError,
     problem_error,
@@ -46,7 +48,8 @@ READ_METHODS = frozenset(
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
     """How often an idempotent request is retried after a transport error, a 429 (after its
-    Retry-After) or a 502/503/504, with exponential backoff from `backoff` seconds."""
+    Retry-After) or a 502/503/504, with exponential backoff from `backoff` seconds; and any
+    request refused for a rate limit (429, JSON-RPC -32005), which ran nothing."""
 
     attempts: int = 3
     backoff: float = 0.25
@@ -55,25 +58,28 @@ class RetryPolicy:
     methods: frozenset[str] = READ_METHODS
 
     def delay(self, attempt: int, error: Exception | None) -> float:
-        if isinstance(error, RateLimitedError) and error.retry_after is not None:
+        if isinstance(error, RateLimitedError | JsonRpcError) and error.retry_after is not None:
             return min(error.retry_after, self.max_delay)
         return float(min(self.backoff * 2**attempt, self.max_delay))
 
 
+LIMIT_EXCEEDED = -32005  # a JSON-RPC call refused for a rate limit before it ran
+
+
 class _Retryable(Exception):  # noqa: N818 - internal signal, never escapes
-    def __init__(self, error: Exception) -> None:
+    def __init__(self, error: Exception, *, unrun: bool = False) -> None:
         self.error = error
+        self.unrun = unrun  # refused before anything ran: safe to send again, whatever it is
 
 
 async def _with_retries(
     policy: RetryPolicy, idempotent: bool, attempt_once: Callable[[], Awaitable[T]]
 ) -> T:
-    attempts = policy.attempts if idempotent else 1
-    for attempt in range(attempts):
+    for attempt in range(policy.attempts):
         try:
             return await attempt_once()
         except _Retryable as signal:
-            if attempt + 1 >= attempts:
+            if not (idempotent or signal.unrun) or attempt + 1 >= policy.attempts:
                 raise signal.error from None
             await asyncio.sleep(policy.delay(attempt, signal.error))
     raise AssertionError("unreachable")
@@ -108,7 +114,7 @@ class ServiceApi:
         if response.status_code >= 400:
             error = problem_error(response.status_code, _json(response), response.headers)
             if response.status_code in self.retry.statuses:
-                raise _Retryable(error)
+                raise _Retryable(error, unrun=response.status_code == 429)
             raise error
         return response
 
@@ -153,7 +159,13 @@ class ServiceApi:
 
         async def once() -> Any:
             body = {"jsonrpc": "2.0", "id": next(self._ids), "method": method, "params": params}
-            answer = _json(await self._send("POST", f"/rpc/{chain_id}", json=body))
+            response = await self._send("POST", f"/rpc/{chain_id}", json=body)
+            answer = _json(response)
+            error = answer.get("error") if isinstance(answer, Mapping) else None
+            if isinstance(error, Mapping) and error.get("code") == LIMIT_EXCEEDED:
+                refused = rpc_error(error, method)
+                refused.retry_after = _seconds(response.headers.get("Retry-After"))
+                raise _Retryable(refused, unrun=True)
             return _result(answer, method)
 
         return await _with_retries(self.retry, method in self.retry.methods, once)
@@ -207,6 +219,13 @@ class NodeRpc:
     async def get_transaction_receipt(self, tx_hash: str) -> Mapping[str, Any] | None:
         receipt = await self.request("eth_getTransactionReceipt", [tx_hash])
         return receipt if isinstance(receipt, Mapping) else None
+
+
+def _seconds(header: str | None) -> float | None:
+    try:
+        return float(header) if header is not None else None
+    except ValueError:
+        return None
 
 
 def _json(response: httpx.Response) -> Any:

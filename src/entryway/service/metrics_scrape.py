@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 from sqlalchemy.exc import SQLAlchemyError
 
+from entryway.bundler.intake import IntakeBundler
 from entryway.bundler.service import Bundler
 from entryway.chain.rpc import EthClient
 from entryway.service.services import Services
@@ -71,7 +72,7 @@ async def scraped_families(services: Services) -> list[Metric]:
 
 def _chain_families(services: Services) -> list[Metric]:
     families = bundler_families(
-        ChainBundler(chain_id, chain.bundling, chain.eth)
+        ChainBundler(chain_id, _bundling_here(chain.bundling), chain.eth)
         for chain_id, chain in sorted(services.chains.items())
     )
     deposit = GaugeMetricFamily(
@@ -85,6 +86,13 @@ def _chain_families(services: Services) -> list[Metric]:
                 labels = (str(chain_id), d.entry_point, d.paymaster)
                 deposit.add_metric(labels, d.reading.deposit_wei)
     return [*families, deposit]
+
+
+def _bundling_here(bundler: Bundler) -> Bundler | None:
+    """The chain's bundler if it bundles in this process (its leader, leading here); None
+    for one that only validates ops for the intake (its mempool stays empty, its counts at
+    zero: series that would read as a bundler that does nothing)."""
+    return None if isinstance(bundler, IntakeBundler) else bundler
 
 
 def bundler_families(chains: Iterable[ChainBundler]) -> list[Metric]:
