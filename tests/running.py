@@ -78,3 +78,29 @@ async def start_unthrottled(
         await stop(proc)
         raise AssertionError(made.text)
     return proc, url, str(made.json()["apiKey"])
+
+
+FINAL_STATUSES = ("included", "failed", "dropped")
+
+
+async def statuses_until_final(
+    url: str, key: str, chain_id: int, op_hash: str, *, within_s: float
+) -> list[str]:
+    """Every status `/op-status` gives the op until a final one (within `within_s`); it
+    must never be anything but found (200)."""
+    seen: list[str] = []
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within_s
+    async with httpx.AsyncClient(base_url=url) as http:
+        while loop.time() < deadline:
+            r = await http.get(
+                "/op-status",
+                params={"chainId": chain_id, "userOpHash": op_hash},
+                headers={"Authorization": f"Bearer {key}"},
+            )
+            assert r.status_code == 200, r.text
+            seen.append(r.json()["status"])
+            if seen[-1] in FINAL_STATUSES:
+                return seen
+            await asyncio.sleep(0.25)
+    raise AssertionError(f"op {op_hash} not final: {seen[-5:]}")

@@ -20,7 +20,7 @@ from sqlalchemy import select
 from entryway.devnet.anvil import free_port
 from entryway.storage.engine import make_engine, sqlite_url
 from entryway.storage.schema import usage_events
-from tests.running import start, stop
+from tests.running import start, statuses_until_final, stop
 
 pytestmark = pytest.mark.anvil
 CHAIN = 80002
@@ -38,26 +38,6 @@ async def sponsored_op(url: str, demo: dict[str, Any]) -> str:
         wallet = await client.wallet(Account.create())
         op = await wallet.send([{"to": Account.create().address, "data": b"gm"}])
         return op.user_op_hash
-
-
-async def statuses_until_final(url: str, key: str, op_hash: str) -> list[str]:
-    """Every status `/op-status` gives for the op until a final one."""
-    seen: list[str] = []
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + DEADLINE_S
-    async with httpx.AsyncClient(base_url=url) as http:
-        while loop.time() < deadline:
-            r = await http.get(
-                "/op-status",
-                params={"chainId": CHAIN, "userOpHash": op_hash},
-                headers={"Authorization": f"Bearer {key}"},
-            )
-            assert r.status_code == 200, r.text
-            seen.append(r.json()["status"])
-            if seen[-1] in ("included", "failed", "dropped"):
-                return seen
-            await asyncio.sleep(0.25)
-    raise AssertionError(f"op {op_hash} not final: {seen[-5:]}")
 
 
 async def hold_states(data_dir: Path, op_hash: str) -> list[str]:
@@ -98,7 +78,9 @@ async def test_an_op_accepted_just_before_a_sigkill_is_included_after_the_restar
     proc = await start(tmp_path, port)
     try:
         demo = json.loads((tmp_path / "demo.json").read_text())
-        seen = await statuses_until_final(url, demo["serviceKey"], op_hash)
+        seen = await statuses_until_final(
+            url, demo["serviceKey"], CHAIN, op_hash, within_s=DEADLINE_S
+        )
         assert "not_found" not in seen, seen
         assert seen[-1] == "included", seen
         states = await settled(tmp_path, op_hash)

@@ -37,6 +37,7 @@ from tests.integration.test_config_processes import (
     config,
     run,
 )
+from tests.running import statuses_until_final
 
 pytestmark = pytest.mark.anvil
 DEADLINE_S = 60.0
@@ -77,25 +78,6 @@ async def send_op(d: Deployed, port: int, key: str) -> str:
         ).json()
     assert "result" in answer, answer
     return str(answer["result"])
-
-
-async def statuses_until_final(port: int, key: str, op_hash: str) -> list[str]:
-    seen: list[str] = []
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + DEADLINE_S
-    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as http:
-        while loop.time() < deadline:
-            r = await http.get(
-                "/op-status",
-                params={"chainId": CHAIN_ID, "userOpHash": op_hash},
-                headers={"Authorization": f"Bearer {key}"},
-            )
-            assert r.status_code == 200, r.text
-            seen.append(r.json()["status"])
-            if seen[-1] in ("included", "failed", "dropped"):
-                return seen
-            await asyncio.sleep(0.25)
-    raise AssertionError(f"op {op_hash} not final: {seen[-5:]}")
 
 
 async def admin_key(url: str, email: str) -> str:
@@ -145,7 +127,11 @@ async def test_serve_survives_a_sigkill_right_after_the_hash_returns(
         try:
             key = await admin_key(url, "serve@example.org")
             first = await send_op(d, port, key)
-            assert (await statuses_until_final(port, key, first))[-1] == "included"
+            assert (
+                await statuses_until_final(
+                    f"http://127.0.0.1:{port}", key, CHAIN_ID, first, within_s=DEADLINE_S
+                )
+            )[-1] == "included"
 
             op_hash = await send_op(d, port, key)
             proc.send_signal(signal.SIGKILL)  # the moment the hash came back
@@ -154,7 +140,9 @@ async def test_serve_survives_a_sigkill_right_after_the_hash_returns(
             await stopped(proc)
         proc = await serve(path, port)
         try:
-            seen = await statuses_until_final(port, key, op_hash)
+            seen = await statuses_until_final(
+                f"http://127.0.0.1:{port}", key, CHAIN_ID, op_hash, within_s=DEADLINE_S
+            )
             assert "not_found" not in seen, seen
             assert seen[-1] == "included", seen
             loop = asyncio.get_running_loop()

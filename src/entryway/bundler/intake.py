@@ -72,23 +72,11 @@ class IntakeStateView(Protocol):
     def received_at(self) -> datetime: ...
 
 
-class IntakeView(Protocol):
-    """An intake row as this side reads it."""
+class IntakeView(IntakeStateView, Protocol):
+    """An intake row as this side reads it: its state and the op."""
 
     @property
     def op(self) -> UserOperation: ...
-
-    @property
-    def status(self) -> OpStatus: ...
-
-    @property
-    def tx_hash(self) -> str | None: ...
-
-    @property
-    def reason(self) -> str | None: ...
-
-    @property
-    def received_at(self) -> datetime: ...
 
 
 class OpIntake(Protocol):
