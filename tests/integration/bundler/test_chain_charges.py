@@ -288,20 +288,25 @@ async def test_a_hold_is_released_only_once_the_chain_shows_its_signature_dead(
     # The hold is old enough by the clock, but the signature can still be mined: kept.
     await rig.follow_all()
     assert await rig.settler.sweep() == 0
-    # The chain moves past validUntil (plus the grace) and that block becomes final.
-    await harness.advance_time(VALIDITY_S + 200)
-    for _ in range(3):
-        await harness.eth.rpc.request("evm_mine", [])
-    assert await rig.settler.sweep() == 0  # not read yet: the chain has not said so
-    await rig.follow_all()
-    assert await rig.settler.sweep() == 1
-    (released,) = await rig.sponsorships(pid)
-    assert released.status == UsageStatus.RELEASED
-    after = (await rig.store.credit_account(pid)).balance(datetime.now(UTC))
-    assert after == before + hold.credits
-    # Too late for the chain as well: the EntryPoint refuses the expired signature.
-    error = await harness.handle_ops_error([op])
-    assert error.args[1].startswith("AA32"), error
+    # The chain moves past validUntil (plus the grace) and that block becomes final; the
+    # devnet is put back afterwards (its clock too), for the tests that share it.
+    snapshot = await harness.eth.rpc.request("evm_snapshot", [])
+    try:
+        await harness.advance_time(VALIDITY_S + 200)
+        for _ in range(3):
+            await harness.eth.rpc.request("evm_mine", [])
+        assert await rig.settler.sweep() == 0  # not read yet: the chain has not said so
+        await rig.follow_all()
+        assert await rig.settler.sweep() == 1
+        (released,) = await rig.sponsorships(pid)
+        assert released.status == UsageStatus.RELEASED
+        after = (await rig.store.credit_account(pid)).balance(datetime.now(UTC))
+        assert after == before + hold.credits
+        # Too late for the chain as well: the EntryPoint refuses the expired signature.
+        error = await harness.handle_ops_error([op])
+        assert error.args[1].startswith("AA32"), error
+    finally:
+        assert await harness.eth.rpc.request("evm_revert", [snapshot]) is True
 
 
 async def test_a_released_hold_whose_op_is_mined_after_all_is_charged(
