@@ -88,6 +88,21 @@ async def redis_pid() -> int | None:
         await client.aclose()
 
 
+async def _executors_and_factory(
+    cluster: Cluster, eth: EthClient, executors: int
+) -> tuple[list[Any], Any]:
+    """Funded executor keys for the leader, and the SimpleAccountFactory the load's accounts
+    are deployed through (its deployment plan)."""
+    keys = [Account.create() for _ in range(executors)]
+    for key in keys:
+        await eth.rpc.request("anvil_setBalance", [key.address, hex(1000 * ETHER)])
+    factory = bundler.FACTORY.bytecode + bytes(12) + address_bytes(cluster.entry_point)
+    plan = plan_contract("simple", "SimpleAccountFactory", ENTRYWAY_SALT, factory)
+    operator = Account.from_key(cluster.operator)
+    await ContractDeployer(eth, Transactor(eth, operator, CHAIN_ID)).ensure(plan)
+    return keys, plan
+
+
 async def multiprocess_bundling(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         async with (
@@ -95,14 +110,7 @@ async def multiprocess_bundling(args: argparse.Namespace) -> dict[str, Any]:
             JsonRpcClient(cluster.rpc_url) as rpc,
         ):
             eth = EthClient(rpc)
-            keys = [Account.create() for _ in range(args.executors)]
-            for key in keys:
-                await rpc.request("anvil_setBalance", [key.address, hex(1000 * ETHER)])
-            factory = bundler.FACTORY.bytecode + bytes(12) + address_bytes(cluster.entry_point)
-            plan = plan_contract("simple", "SimpleAccountFactory", ENTRYWAY_SALT, factory)
-            operator = Account.from_key(cluster.operator)
-            transactor = Transactor(eth, operator, CHAIN_ID)
-            await ContractDeployer(eth, transactor).ensure(plan)
+            keys, plan = await _executors_and_factory(cluster, eth, args.executors)
             await cluster.bundler([k.key.hex() for k in keys])
             base = await cluster.api("api")
             url = f"{base}/rpc/{CHAIN_ID}?apikey={cluster.api_key}"
@@ -134,13 +142,7 @@ async def one_process_bundling(args: argparse.Namespace) -> dict[str, Any]:
             JsonRpcClient(cluster.rpc_url) as rpc,
         ):
             eth = EthClient(rpc)
-            keys = [Account.create() for _ in range(args.executors)]
-            for key in keys:
-                await rpc.request("anvil_setBalance", [key.address, hex(1000 * ETHER)])
-            factory = bundler.FACTORY.bytecode + bytes(12) + address_bytes(cluster.entry_point)
-            plan = plan_contract("simple", "SimpleAccountFactory", ENTRYWAY_SALT, factory)
-            operator = Account.from_key(cluster.operator)
-            await ContractDeployer(eth, Transactor(eth, operator, CHAIN_ID)).ensure(plan)
+            keys, plan = await _executors_and_factory(cluster, eth, args.executors)
             base = await cluster.serve("serve", [k.key.hex() for k in keys])
             url = f"{base}/rpc/{CHAIN_ID}?apikey={cluster.api_key}"
             bench = bundler.Bench(eth, url, cluster.entry_point, plan.address)
