@@ -22,6 +22,7 @@ from entryway.domain.plans import PlanName
 from entryway.service.ratelimit import RateLimiter, parse_limits
 from entryway.service.services import ChainRuntime
 from tests.integration.api.conftest import Api, make_api
+from tests.integration.api.test_rate_limits import clear_of_minute_edge
 
 PROBLEM = "application/problem+json"
 CHAIN = 80002
@@ -225,6 +226,7 @@ async def test_heavy_calls_in_a_batch_are_capped(api: Api) -> None:
 @pytest.fixture
 async def limited(engine: AsyncEngine) -> AsyncIterator[Api]:
     limits = {**parse_limits(""), PlanName.FREE: "3/minute"}
+    await clear_of_minute_edge()
     async for api in make_api(engine, RateLimiter(limits)):
         yield api
 

@@ -19,7 +19,7 @@ from entryway.domain.plans import PlanName
 from entryway.service.ratelimit import DEFAULT_HEAVY_LIMITS, RateLimiter, parse_limits
 from entryway.service.services import ChainRuntime
 from tests.integration.api.conftest import Api, make_api
-from tests.integration.api.test_rate_limits import redis_url
+from tests.integration.api.test_rate_limits import clear_of_minute_edge, redis_url
 from tests.integration.harness import ETHER, Harness
 
 CHAIN = 80002
@@ -45,6 +45,7 @@ async def served(
         ),
     )
     # Each test makes its own projects: their windows in Redis are new, whatever ran before.
+    await clear_of_minute_edge()
     async for api in make_api(engine, RateLimiter(LIMITS, url, heavy_by_plan=HEAVY)):
         api.services.chains[CHAIN] = ChainRuntime(CHAIN, chain.rpc_url, chain.deployment, rpc, eth)
         yield api
