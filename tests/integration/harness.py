@@ -194,10 +194,12 @@ class Harness:
             return decoded
         raise AssertionError("handleOps did not revert")
 
-    async def send_from(self, key: LocalAccount, to: str, data: bytes) -> TxReceipt:
-        if await self.eth.get_balance(key.address) < ETHER:
-            await self.fund(key.address, 10 * ETHER)
-        return await Transactor(self.eth, key, self.chain_id).send(to, data)
+    async def send_from(
+        self, key: LocalAccount, to: str, data: bytes, *, value: int = 0
+    ) -> TxReceipt:
+        if await self.eth.get_balance(key.address) < ETHER + value:
+            await self.fund(key.address, 10 * ETHER + value)
+        return await Transactor(self.eth, key, self.chain_id).send(to, data, value=value)
 
     async def revert_error(
         self, to: str, abi: Any, data: bytes, sender: str | None = None

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from entryway.bundler.gas.estimation import MAX_VERIFICATION_GAS
 from entryway.bundler.rpc_types import user_operation_json
 from entryway.domain.entry_points import V07
 from entryway.domain.userop import UserOperation
 from tests.integration.bundler.conftest import RpcClient
-from tests.integration.harness import ACCOUNT, COUNTER, ETHER, Harness
+from tests.integration.harness import ACCOUNT, COUNTER, EP, ETHER, Harness
 
 INVALID_PARAMS = -32602
 
@@ -236,6 +237,48 @@ async def test_an_unsized_self_paying_op_is_estimated_enough_to_be_accepted(
         verification_gas_limit=int(estimate["verificationGasLimit"], 16),
         call_gas_limit=int(estimate["callGasLimit"], 16),
     )
+    op_hash = await client.send(harness.sign(sized, owner))
+    await client.bundle()
+    receipt = await client.result("eth_getUserOperationReceipt", op_hash)
+    assert receipt["success"] is True
+
+
+async def test_a_deployed_account_with_a_small_deposit_is_estimated_enough(
+    client: RpcClient, harness: Harness
+) -> None:
+    """An account whose EntryPoint deposit covers the prefund of the estimate's probes
+    (placeholder fees, no call gas) but not the prefund of the op as sent: the sent op's
+    validation transfers the difference, and the estimate must cover that."""
+    from dataclasses import replace
+
+    owner = harness.new_key()
+    first = await harness.build_op(owner.address, b"")
+    await harness.fund(first.sender, ETHER)
+    await client.send(harness.sign(first, owner))
+    await client.bundle()
+    assert await harness.eth.get_code(first.sender)
+    ep = client.entry_point
+    draft = await harness.build_op(owner.address, b"")
+    assert draft.factory is None
+    unsized = replace(
+        draft, pre_verification_gas=0, verification_gas_limit=0, call_gas_limit=0,
+        max_fee_per_gas=0, max_priority_fee_per_gas=0,
+    )  # fmt: skip
+    estimate = await client.result(
+        "eth_estimateUserOperationGas", user_operation_json(harness.sign(unsized, owner)), ep
+    )
+    sized = replace(
+        draft,
+        pre_verification_gas=int(estimate["preVerificationGas"], 16),
+        verification_gas_limit=int(estimate["verificationGasLimit"], 16),
+        call_gas_limit=int(estimate["callGasLimit"], 16),
+    )
+    # The first op left a deposit; a fee high enough that, as sent, the prefund exceeds it:
+    # validation pays the difference (the estimate's probes, at 1 gwei, needed no payment).
+    deposit = int(await harness.call(ep, EP, "balanceOf", sized.sender))
+    gas = sized.verification_gas_limit + sized.call_gas_limit + sized.pre_verification_gas
+    assert deposit > 2 * MAX_VERIFICATION_GAS * 10**9
+    sized = replace(sized, max_fee_per_gas=max(sized.max_fee_per_gas, 2 * deposit // gas))
     op_hash = await client.send(harness.sign(sized, owner))
     await client.bundle()
     receipt = await client.result("eth_getUserOperationReceipt", op_hash)

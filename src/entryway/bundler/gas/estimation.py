@@ -158,12 +158,17 @@ class GasEstimator:
             funded = dict(extra.get(op.sender, {}))
             funded.setdefault("balance", hex(FUNDED_BALANCE))
             extra[op.sender] = funded
-            max_fee = op.max_fee_per_gas or PLACEHOLDER_FEE
+            override = self._override(extra)
+            # A deposit the sender already holds could cover a probe's prefund (no call gas,
+            # a low fee) and spare it the payment that the op as sent makes: priced so that
+            # any probe over the search's tolerance outgrows the deposit.
+            (deposit,) = await self._call("balanceOf", op.sender, override=override)
+            max_fee = max(op.max_fee_per_gas, PLACEHOLDER_FEE, deposit // TOLERANCE + 1)
             tip = min(op.max_priority_fee_per_gas or PLACEHOLDER_FEE, max_fee)
         else:
             # Zero fees: the estimate must not depend on the paymaster's deposit.
             max_fee = tip = 0
-        override = self._override(extra)
+            override = self._override(extra)
         probe = replace(
             op,
             max_fee_per_gas=max_fee,
