@@ -41,6 +41,7 @@ from entryway.storage.engine import make_engine
 from entryway.storage.intake import OpIntakeStore
 from entryway.storage.schema import credit_lots, projects, usage_events
 from entryway.storage.tasks import TaskQueue
+from tests.e2e.test_sign_in_limits import Form, outcome, sign_in
 from tests.integration.harness import Harness
 from tests.integration.postgres import ADMIN_URL
 from tests.integration.test_bundler_failover import (
@@ -660,3 +661,21 @@ async def test_drill_the_first_rpc_url_gone_sends_still_succeed(production: Prod
         if "unreachable at endpoint #1" in log.read_text()  # the outage, logged once
     ]  # fmt: skip
     assert any(name.startswith("bundler-") for name in failed_over), failed_over
+
+
+async def test_guesses_at_an_account_count_once_over_both_replicas(
+    production: Production,
+) -> None:
+    """The sign-in throttles live in the shared Redis: five guesses at one account per 15
+    minutes (the default) from one address, whichever replica each guess reaches."""
+    email = f"guessed-{secrets.token_hex(4)}@example.com"
+    answers = []
+    for n in range(7):
+        async with httpx.AsyncClient(base_url=prod_url(production, n), timeout=60) as http:
+            form = await Form.of(http, "/dashboard/signin")
+            answers.append(outcome(await sign_in(http, form, email, f"guess {n}")))
+    assert answers == ["400 failed"] * 5 + ["429 too many"] * 2
+
+
+def prod_url(prod: Production, n: int) -> str:
+    return prod.api_urls[n % len(prod.api_urls)]

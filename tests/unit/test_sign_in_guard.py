@@ -119,55 +119,59 @@ async def test_an_unknown_account_is_verified_against_a_dummy_hash_and_never_mat
     assert work.hashed == 2
 
 
-def test_one_address_guessing_an_account_leaves_it_open_from_another() -> None:
+async def test_one_address_guessing_an_account_leaves_it_open_from_another() -> None:
     guard = SignInGuard(SignInLimits(per_address=Rate(100, 60), per_account=Rate(5, 900)))
     for _ in range(5):
-        guard.admit("203.0.113.9", "alice@example.com")
+        await guard.admit("203.0.113.9", "alice@example.com")
     with pytest.raises(TooManyAttemptsError) as refused:
-        guard.admit("203.0.113.9", "alice@example.com")
+        await guard.admit("203.0.113.9", "alice@example.com")
     assert refused.value.retry_after_s == 180
-    guard.admit("198.51.100.7", "alice@example.com")  # alice, at home
-    guard.admit("203.0.113.9", "bob@example.com")
+    await guard.admit("198.51.100.7", "alice@example.com")  # alice, at home
+    await guard.admit("203.0.113.9", "bob@example.com")
 
 
-def test_known_and_unknown_accounts_are_throttled_alike() -> None:
+async def test_known_and_unknown_accounts_are_throttled_alike() -> None:
     guard = SignInGuard(SignInLimits(per_address=Rate(100, 60), per_account=Rate(3, 60)))
 
-    def refused_after(account: str) -> int:
+    async def refused_after(account: str) -> int:
         for n in range(10):
             try:
-                guard.admit("203.0.113.9", account)
+                await guard.admit("203.0.113.9", account)
             except TooManyAttemptsError:
                 return n
         return 10
 
-    assert refused_after("known@example.com") == refused_after("nobody@example.com") == 3
+    known, unknown = (
+        await refused_after("known@example.com"),
+        await refused_after("nobody@example.com"),
+    )
+    assert known == unknown == 3
 
 
-def test_an_address_is_bounded_over_every_account_and_the_operator_token_apart() -> None:
+async def test_an_address_is_bounded_over_every_account_and_the_operator_token_apart() -> None:
     limits = SignInLimits(
         per_address=Rate(4, 60), per_account=Rate(5, 900), operator_per_address=Rate(2, 60)
     )
     guard = SignInGuard(limits)
     for n in range(4):
-        guard.admit("203.0.113.9", f"user{n}@example.com")
+        await guard.admit("203.0.113.9", f"user{n}@example.com")
     with pytest.raises(TooManyAttemptsError):
-        guard.admit("203.0.113.9", "user9@example.com")
+        await guard.admit("203.0.113.9", "user9@example.com")
     with pytest.raises(TooManyAttemptsError):
-        guard.admit("203.0.113.9")  # a sign-up from there too
-    guard.admit_operator("203.0.113.9")
-    guard.admit_operator("203.0.113.9")
+        await guard.admit("203.0.113.9")  # a sign-up from there too
+    await guard.admit_operator("203.0.113.9")
+    await guard.admit_operator("203.0.113.9")
     with pytest.raises(TooManyAttemptsError) as refused:
-        guard.admit_operator("203.0.113.9")
+        await guard.admit_operator("203.0.113.9")
     assert refused.value.retry_after_s == 30
-    guard.admit_operator("198.51.100.7")
+    await guard.admit_operator("198.51.100.7")
 
 
-def test_a_right_password_gives_the_accounts_attempt_back() -> None:
+async def test_a_right_password_gives_the_accounts_attempt_back() -> None:
     guard = SignInGuard(SignInLimits(per_address=Rate(100, 60), per_account=Rate(2, 900)))
     for _ in range(10):
-        guard.admit("203.0.113.9", "alice@example.com")
-        guard.signed_in("203.0.113.9", "alice@example.com")
+        await guard.admit("203.0.113.9", "alice@example.com")
+        await guard.signed_in("203.0.113.9", "alice@example.com")
 
 
 def request_from(host: str | None) -> Request:

@@ -81,7 +81,7 @@ def auth_routes() -> APIRouter:
             check_password(password, email)
             if password != data.get("password_again"):
                 raise AccountError("The two passwords differ.")
-            sign_in_guard.admit(client_address(request))
+            await sign_in_guard.admit(client_address(request))
             password_hash = await sign_in_guard.passwords.hash(password)
             try:
                 user_id = await web.accounts(request).sign_up(email, password_hash, web.now())
@@ -125,7 +125,7 @@ def auth_routes() -> APIRouter:
         sign_in_guard = guard(request)
         address = client_address(request)
         try:
-            sign_in_guard.admit(address, email or email_given.lower())
+            await sign_in_guard.admit(address, email or email_given.lower())
             user = await store.user_by_email(email) if email else None
             right = await sign_in_guard.passwords.verify(
                 user.password_hash if user else None, password
@@ -136,7 +136,7 @@ def auth_routes() -> APIRouter:
             return web.render(
                 request, who, "signin.html", {**context, "error": SIGN_IN_FAILED}, status=400
             )
-        sign_in_guard.signed_in(address, email)
+        await sign_in_guard.signed_in(address, email)
         secret, _ = await store.open_session(user.user_id, operator=False, at=web.now())
         await _signed_in_as(request, who, secret)
         return web.redirect(request, who, _next(web.text(data, "next")))
@@ -151,7 +151,7 @@ def auth_routes() -> APIRouter:
         expected = web.services(request).admin_token
         given = web.text(data, "token", limit=400)
         try:
-            guard(request).admit_operator(client_address(request))
+            await guard(request).admit_operator(client_address(request))
         except TooManyAttemptsError as exc:
             return _refused(request, who, "operator_signin.html", {}, exc.retry_after_s)
         if not expected or not secrets.compare_digest(given.encode(), expected.encode()):
@@ -186,7 +186,7 @@ def auth_routes() -> APIRouter:
         sign_in_guard = guard(request)
         try:
             # The current password is guessed no faster here than on the sign-in page.
-            sign_in_guard.admit(client_address(request), user.email)
+            await sign_in_guard.admit(client_address(request), user.email)
             if not isinstance(current, str) or not await sign_in_guard.passwords.verify(
                 user.password_hash, current
             ):

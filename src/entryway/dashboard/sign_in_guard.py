@@ -4,7 +4,8 @@ address and per (client address, account), and the bounded hashing of `PasswordW
 No account is ever locked as such: an account guessed at from one address stays open to its
 owner at another, and the answers are the same whether the account exists or not (an unknown
 email is throttled by the same keys and verified against a dummy hash). The counts live in
-this process's memory: behind several API processes each keeps its own."""
+Redis when the service has one (`redis_url`), shared by every API process; otherwise in this
+process's memory."""
 
 from __future__ import annotations
 
@@ -12,12 +13,15 @@ import ipaddress
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
+import redis.asyncio as redis
 from fastapi import Request
 
 from entryway.dashboard.passwords import PasswordWork
 from entryway.domain.throttle import Rate, Throttle
 from entryway.errors import EntrywayError
+from entryway.service.shared_throttle import RedisThrottle
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,35 +56,77 @@ def client_address(request: Request) -> str:
     return str(address)
 
 
+class Attempts(Protocol):
+    """A throttle's two moves, wherever its counts live."""
+
+    async def take(self, key: str) -> int | None: ...
+
+    async def give_back(self, key: str) -> None: ...
+
+
+class LocalAttempts:
+    """A `Throttle` in this process's memory."""
+
+    def __init__(self, rate: Rate, clock: Callable[[], float]) -> None:
+        self._throttle = Throttle(rate, clock=clock)
+
+    async def take(self, key: str) -> int | None:
+        return self._throttle.take(key)
+
+    async def give_back(self, key: str) -> None:
+        self._throttle.give_back(key)
+
+
 class SignInGuard:
     def __init__(
-        self, limits: SignInLimits, *, clock: Callable[[], float] = time.monotonic
+        self,
+        limits: SignInLimits,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        shared: redis.Redis | None = None,
     ) -> None:
         self.limits = limits
         self.passwords = PasswordWork(limits.hashing_threads, limits.hashing_queue)
-        self._per_address = Throttle(limits.per_address, clock=clock)
-        self._per_account = Throttle(limits.per_account, clock=clock)
-        self._operator = Throttle(limits.operator_per_address, clock=clock)
+        self._shared: redis.Redis | None = None
+        self._per_address: Attempts = LocalAttempts(limits.per_address, clock)
+        self._per_account: Attempts = LocalAttempts(limits.per_account, clock)
+        self._operator: Attempts = LocalAttempts(limits.operator_per_address, clock)
+        if shared is not None:
+            self.share(shared)
 
-    def admit(self, address: str, account: str | None = None) -> None:
+    def share(self, client: redis.Redis) -> None:
+        """Count attempts in Redis from now on, with every process sharing `client`'s server."""
+        if self._shared is client:
+            return
+        self._shared = client
+        self._per_address = RedisThrottle(self.limits.per_address, client, "sign-in-address")
+        self._per_account = RedisThrottle(self.limits.per_account, client, "sign-in-account")
+        self._operator = RedisThrottle(self.limits.operator_per_address, client, "operator")
+
+    async def admit(self, address: str, account: str | None = None) -> None:
         """Spend an attempt of `address` (a sign-up, or a sign-in to `account`: any email as
         typed, normalised, known or not); TooManyAttemptsError when either key has none."""
-        wait = self._per_address.take(address)
+        wait = await self._per_address.take(address)
         if wait is None and account is not None:
-            wait = self._per_account.take((address, account))
+            wait = await self._per_account.take(f"{address} {account}")
         if wait is not None:
             raise TooManyAttemptsError(wait)
 
-    def signed_in(self, address: str, account: str) -> None:
+    async def signed_in(self, address: str, account: str) -> None:
         """A right password is no guess: the account's attempt comes back."""
-        self._per_account.give_back((address, account))
+        await self._per_account.give_back(f"{address} {account}")
 
-    def admit_operator(self, address: str) -> None:
-        wait = self._operator.take(address)
+    async def admit_operator(self, address: str) -> None:
+        wait = await self._operator.take(address)
         if wait is not None:
             raise TooManyAttemptsError(wait)
 
 
 def guard(request: Request) -> SignInGuard:
+    """The app's guard, counting in the service's Redis once the service has one."""
     found: SignInGuard = request.app.state.sign_in_guard
+    limiter = request.app.state.services.platform.limiter
+    shared = limiter.shared_redis() if limiter is not None else None
+    if shared is not None:
+        found.share(shared)
     return found

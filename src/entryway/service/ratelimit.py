@@ -90,6 +90,7 @@ class RateLimiter:
         }
         # Our own Redis pool, so that stopping the service closes its connections.
         self._pool = redis.ConnectionPool.from_url(redis_url) if redis_url else None
+        self._shared: redis.Redis | None = None
         self.storage: Storage = (
             RedisStorage(
                 _async_uri(str(redis_url)),
@@ -132,6 +133,15 @@ class RateLimiter:
                 break
             granted += 1
         return granted, decision
+
+    def shared_redis(self) -> redis.Redis | None:
+        """A client on this limiter's Redis pool, for other counts that every process must
+        share (the dashboard's sign-in throttles); None when the limits live in memory."""
+        if self._pool is None:
+            return None
+        if self._shared is None:
+            self._shared = redis.Redis(connection_pool=self._pool)
+        return self._shared
 
     async def reset(self) -> None:
         await self.storage.reset()
