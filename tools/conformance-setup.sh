@@ -7,23 +7,23 @@
 #                                   [--suite-url URL] [--spec-url URL] [--aa-url URL]
 #   RELEASE  v0.8 (the suite's master branch), v0.7 or v0.6 (its releases/ branches)
 #   DIR      a directory that does not exist yet
-#   --python the interpreter for the suite's virtualenv (default python3; v0.6 wants 3.10)
+#   --python the interpreter for the suite's virtualenv (default python3.11; python3.10 for v0.6)
 #   --*-url  where to clone the suite, eth-infinitism/bundler-spec and
 #            eth-infinitism/account-abstraction from (default: GitHub)
-# Needs git, node with npm, and the Python. Prints the pytest command at the end.
+# Needs git, node with npm, and python3.11 (it reads pdm.lock). Prints the pytest command at the end.
 set -euo pipefail
 
-usage() { sed -n '5,12p' "$0" >&2; exit 2; }
+usage() { sed -n '6,13p' "$0" >&2; exit 2; }
 [[ $# -ge 2 ]] || usage
 release=$1 dir=$2
 shift 2
-python=python3
+python=
 suite_url=https://github.com/eth-infinitism/bundler-spec-tests.git
 spec_url=https://github.com/eth-infinitism/bundler-spec.git
 aa_url=https://github.com/eth-infinitism/account-abstraction.git
 while [[ $# -gt 0 ]]; do
   case $1 in
-    --python) python=$2 ;;
+    --python) python=${2:?--python needs a value} ;;
     --suite-url) suite_url=$2 ;;
     --spec-url) spec_url=$2 ;;
     --aa-url) aa_url=$2 ;;
@@ -37,6 +37,7 @@ case $release in
   v0.6) branch=releases/v0.6 entry_point=0x5FF137D4b0FDCD49DcA30c7CF57E578a026d2789 ;;
   *) usage ;;
 esac
+[[ -n $python ]] || { [[ $release == v0.6 ]] && python=python3.10 || python=python3.11; }
 [[ -e $dir ]] && { echo "$dir already exists" >&2; exit 1; }
 standin=$(cd "$(dirname "$0")" && pwd)/solc-standin.mjs
 
@@ -83,7 +84,7 @@ node "$standin" --solcjs node_modules/solc --write-launcher solcx
 
 step "7. the locked Python packages, pywin32 (Windows only) left out"
 # pdm.lock read with Python 3.11's tomllib (the suite's own interpreter may be older).
-python3 -c 'import tomllib; pkgs = tomllib.load(open("pdm.lock", "rb"))["package"]; print("\n".join(sorted({p["name"] + "==" + p["version"] for p in pkgs if p["name"] != "pywin32"})))' \
+python3.11 -c 'import tomllib; pkgs = tomllib.load(open("pdm.lock", "rb"))["package"]; print("\n".join(sorted({p["name"] + "==" + p["version"] for p in pkgs if p["name"] != "pywin32"})))' \
   > requirements.txt
 "$python" -m venv .venv
 .venv/bin/pip install --quiet --prefer-binary --no-deps -r requirements.txt
