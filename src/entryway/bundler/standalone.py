@@ -66,7 +66,8 @@ class StandaloneSettings:
     also_entry_points: tuple[str, ...] | None = None
     # The share of the block gas limit per bundle (None: the chain's default, bundling.py).
     block_gas_share_percent: int | None = None
-    # Trusted by reputation beside the planned factories (reputation.py).
+    # Never throttled by reputation (reputation.py); a configured chain's leader adds the
+    # operator's own factories and paymasters (`settings.commands.bundler_chain`).
     trusted_entities: tuple[str, ...] = ()
     extra: dict[str, str] = field(default_factory=dict)
 
@@ -137,7 +138,7 @@ async def build_bundler(
                 chain_id, settings.block_gas_share_percent
             )
         ),
-        trusted_entities=settings.trusted_entities + planned_factories(),
+        trusted_entities=settings.trusted_entities,
     )
     validator = Validator(
         Simulator(eth, entry_point), sender_creator, rules, chain_id, tracing=settings.tracing

@@ -155,6 +155,7 @@ class BundlerChain:
 def bundler_chain(config: Path | None, chain_id: int) -> BundlerChain:
     """The chain's node URLs (each checked to answer with its id), executor keys and
     EntryPoint from the settings; exit status 2 naming the key on a problem."""
+    from entryway.bundler.standalone import planned_factories
     from entryway.deploy.deployer import Deployment
     from entryway.deploy.plan import ENTRY_POINT_ADDRESS
     from entryway.errors import EntrywayError
@@ -188,10 +189,13 @@ def bundler_chain(config: Path | None, chain_id: int) -> BundlerChain:
         fail(problems)
     register_networks([chain])  # the sanity bounds follow the chain's configured rules
     entry_point = chain.addresses.entry_point if chain.addresses else ENTRY_POINT_ADDRESS
-    # The operator's paymasters when their addresses are given (with deploy_owner alone they
-    # follow from the paymaster signer, which this process may not have).
+    # The operator's factories and paymasters when their addresses are given; with
+    # deploy_owner alone, the factories (the paymasters' addresses follow from the paymaster
+    # signer, which this process may not have).
     own = (
-        Deployment(chain_id, **chain.addresses.model_dump()).own_entities if chain.addresses else ()
+        Deployment(chain_id, **chain.addresses.model_dump()).own_entities
+        if chain.addresses
+        else planned_factories()
     )
     floor = chain.executor_min_balance_wei
     return BundlerChain(
