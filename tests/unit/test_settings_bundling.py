@@ -62,3 +62,27 @@ def test_an_executor_top_up_needs_both_its_amount_and_its_funding_key(tmp_path: 
         [problem] = problems(write(tmp_path, chain_table(tmp_path, extra=half)))
         assert problem.startswith("chains[0]: ")
         assert "executor_topup_wei" in problem and "executor_funding_key_file" in problem
+
+
+def test_the_bundle_share_and_trusted_entities_are_read_and_checked(tmp_path: Path) -> None:
+    chain = load_settings(write(tmp_path, chain_table(tmp_path))).chains[0]
+    assert (chain.bundle_block_gas_share_percent, chain.trusted_entities) == (None, [])
+    factory = "0x" + "ab" * 20
+    given = load_settings(
+        write(
+            tmp_path,
+            chain_table(
+                tmp_path,
+                extra=f'bundle_block_gas_share_percent = 40\ntrusted_entities = ["{factory}"]',
+            ),
+        )
+    ).chains[0]
+    assert given.bundle_block_gas_share_percent == 40
+    assert [a.lower() for a in given.trusted_entities] == [factory]
+    for extra in (
+        "bundle_block_gas_share_percent = 0",
+        "bundle_block_gas_share_percent = 101",
+        'trusted_entities = ["0x12"]',
+    ):
+        [problem] = problems(write(tmp_path, chain_table(tmp_path, extra=extra)))
+        assert problem.startswith("chains[0].")
