@@ -3,6 +3,7 @@ a bundler on the shared devnet (anvil, the real EntryPoint, validation traced)."
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
@@ -133,3 +134,26 @@ async def test_a_trusted_paymaster_is_not_throttled_and_the_dump_shows_it(
     op_hash = await trusting.send(op)
     await trusting.bundle()
     assert (await trusting.result("eth_getUserOperationReceipt", op_hash))["success"]
+
+
+async def test_when_one_bundle_cannot_carry_the_ready_ops_another_executor_sends_the_rest(
+    trusting: RpcClient, harness: Harness, eth: EthClient, block_gas_limit: int
+) -> None:
+    await set_block_gas_limit(eth, 6_000_000)  # fewer than ten ops a bundle
+    hashes = await sponsored_ops(harness, trusting, 12)
+    bundler = trusting.rpc.bundler
+    await bundler.fill_block()  # what auto mode does when a block is due
+    await asyncio.gather(*bundler.sender.following)
+    assert await trusting.result("debug_bundler_dumpMempool", trusting.entry_point) == []
+    txs = []
+    for op_hash in hashes:
+        receipt = await trusting.result("eth_getUserOperationReceipt", op_hash)
+        assert receipt["success"]
+        txs.append(receipt["receipt"]["transactionHash"])
+    assert len(set(txs)) >= 2  # a bundle carries fewer than ten of the twelve
+    senders = set()
+    for tx_hash in set(txs):
+        gas, _ = await bundle_tx(eth, tx_hash)
+        assert gas <= 6_000_000 * SHARE // 100
+        senders.add((await eth.rpc.request("eth_getTransactionByHash", [tx_hash]))["from"])
+    assert len(senders) == 2  # both executor keys sent
