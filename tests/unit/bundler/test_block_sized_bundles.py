@@ -4,8 +4,11 @@ left-out ops first in line for the next bundle; and the operator's trusted entit
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
+from eth_account import Account
+from typer.testing import CliRunner
 
 from entryway.bundler.bundling import (
     BUNDLE_OVERHEAD_GAS,
@@ -16,6 +19,7 @@ from entryway.bundler.bundling import (
 from entryway.bundler.errors import BundlerError
 from entryway.bundler.mempool import Mempool, MempoolEntry
 from entryway.bundler.reputation import Reputation, ReputationStatus
+from entryway.cli import CONFIG_EXIT, app
 from tests.unit.bundler.test_mempool_and_bundling import GWEI, PM, entry
 
 BLOCK = 30_000_000
@@ -127,3 +131,15 @@ def test_a_trusted_unstaked_paymaster_is_not_held_to_the_unstaked_allowance() ->
     for i in range(25):
         pool.add(entry(i + 1, paymaster=PM, pm_staked=False))
     assert len(pool) == 25
+
+
+def test_the_standalone_bundler_refuses_a_bad_share_or_trusted_entity(tmp_path: Path) -> None:
+    keys = tmp_path / "executor.key"
+    keys.write_text(Account.create().key.hex())
+    base = ["bundler", "--rpc-url", "http://127.0.0.1:9", "--executor-key-file", str(keys)]
+    bad_address = CliRunner().invoke(app, [*base, "--trusted-entity", "0x12"])
+    assert bad_address.exit_code == CONFIG_EXIT
+    assert "--trusted-entity takes a 20-byte hex address" in bad_address.output
+    for share in ("0", "101"):
+        refused = CliRunner().invoke(app, [*base, "--block-gas-share", share])
+        assert refused.exit_code == 2 and "block-gas-share" in refused.output
