@@ -67,8 +67,15 @@ lock: setup
 	$(BIN)/uv pip compile pyproject.toml --extra dev --generate-hashes --python-version 3.11 \
 	  --no-header -o requirements/dev.txt -q
 
+# The devnet's block gas limit for the capacity loads: `make bench-bundler BLOCK_GAS_LIMIT=60000000`.
+BLOCK_GAS_LIMIT ?= 30000000
+OPEN_LOOP_RATES ?= 25,50,75,100,125,150
+
 bench-bundler: setup
 	$(BIN)/python -m bench.bundler
+	$(BIN)/python -m bench.bundler --accounts 100 --ops 10 --validate 0 --block-gas-limit $(BLOCK_GAS_LIMIT)
+	$(BIN)/python -m bench.bundler --accounts 200 --ops 5 --validate 0 --trust-factory --block-gas-limit $(BLOCK_GAS_LIMIT)
+	$(BIN)/python -m bench.bundler --accounts 100 --validate 0 --open-loop $(OPEN_LOOP_RATES) --block-gas-limit $(BLOCK_GAS_LIMIT)
 
 bench-bundler-versions: setup
 	$(BIN)/python -m bench.bundler_versions

@@ -28,6 +28,7 @@ from typing import Any
 
 from eth_account import Account
 
+from bench.bundler_load import ProcessClock, block_shares, load_average, open_loop
 from entryway import contracts
 from entryway.bundler.rpc_types import user_operation_json
 from entryway.bundler.validation.simulation import Simulator
@@ -46,6 +47,7 @@ from entryway.domain.userop import UserOperation, user_op_hash
 ETHER = 10**18
 CHAIN_ID = 80002
 RECEIPT_POLL_S = 0.1  # how often a waiting client asks for its receipt
+BLOCK_TIME_S = 1.0
 FACTORY = contracts.load("SimpleAccountFactory")
 ACCOUNT = contracts.load("SimpleAccount").abi
 EP = contracts.load("EntryPoint").abi
@@ -62,6 +64,7 @@ class Bench:
 
     def __init__(self, eth: EthClient, rpc_url: str, entry_point: str, factory: str) -> None:
         self.eth = eth
+        self.process_pid: int | None = None  # the bundler's, for its CPU time
         self.bundler = JsonRpcClient(rpc_url, timeout=60)
         self.entry_point = entry_point
         self.factory = factory
@@ -129,6 +132,7 @@ class ServedDevnet:
     rpc_url: str
     deployment: Deployment
     simple_account_factory: str
+    pid: int | None = None
 
     def bench(self, version: EntryPointVersion = EntryPointVersion.V08) -> Bench:
         """A client sending ops of SimpleAccounts of the release `version`."""
@@ -136,16 +140,22 @@ class ServedDevnet:
             entry_point = self.deployment.entry_point_v07
             factory = self.deployment.simple_account_factory_v07
             assert entry_point is not None and factory is not None, "no v0.7 on this devnet"
-            return Bench(self.eth, self.rpc_url, entry_point, factory)
-        return Bench(
-            self.eth, self.rpc_url, self.deployment.entry_point, self.simple_account_factory
-        )
+            bench = Bench(self.eth, self.rpc_url, entry_point, factory)
+        else:
+            entry_point, factory = self.deployment.entry_point, self.simple_account_factory
+            bench = Bench(self.eth, self.rpc_url, entry_point, factory)
+        bench.process_pid = self.pid
+        return bench
 
 
 @asynccontextmanager
-async def served_devnet(executors: int) -> AsyncIterator[ServedDevnet]:
+async def served_devnet(
+    executors: int, *, block_gas_limit: int | None = None, trust_factory: bool = False
+) -> AsyncIterator[ServedDevnet]:
+    """With `block_gas_limit`, the devnet's blocks carry that much gas; with `trust_factory`,
+    the bundler trusts the SimpleAccountFactory (reputation never throttles it)."""
     with tempfile.TemporaryDirectory() as tmp:
-        async with Devnet(Path(tmp), [CHAIN_ID], block_time_s=1.0) as devnet:
+        async with Devnet(Path(tmp), [CHAIN_ID], block_time_s=BLOCK_TIME_S) as devnet:
             chain = devnet.chains[0]
             async with JsonRpcClient(chain.rpc_url) as rpc:
                 eth = EthClient(rpc)
@@ -154,20 +164,29 @@ async def served_devnet(executors: int) -> AsyncIterator[ServedDevnet]:
                 for key in keys:
                     await rpc.request("anvil_setBalance", [key.address, hex(1000 * ETHER)])
                 executor_file.write_text("\n".join(k.key.hex() for k in keys))
+                if block_gas_limit is not None:
+                    await rpc.request("evm_setBlockGasLimit", [hex(block_gas_limit)])
+                    await rpc.request("anvil_mine", ["0x1"])
                 init = FACTORY.bytecode + bytes(12) + address_bytes(chain.deployment.entry_point)
                 plan = plan_contract("simple", "SimpleAccountFactory", ENTRYWAY_SALT, init)
                 await ContractDeployer(eth, Transactor(eth, devnet.keys.operator, CHAIN_ID)).ensure(
                     plan
                 )
                 port = free_port()
+                trusted = ["--trusted-entity", plan.address] if trust_factory else []
                 proc = await asyncio.create_subprocess_exec(
                     str(Path(sys.executable).with_name("entryway")), "bundler",
                     "--rpc-url", chain.rpc_url, "--executor-key-file", str(executor_file),
                     "--port", str(port), "--auto-bundle-interval", "0.1", "--debug-rpc",
+                    *trusted,
                 )  # fmt: skip
                 try:
                     served = ServedDevnet(
-                        eth, f"http://127.0.0.1:{port}/rpc", chain.deployment, plan.address
+                        eth,
+                        f"http://127.0.0.1:{port}/rpc",
+                        chain.deployment,
+                        plan.address,
+                        proc.pid,
                     )
                     async with JsonRpcClient(served.rpc_url) as probe:
                         for _ in range(100):
@@ -183,9 +202,13 @@ async def served_devnet(executors: int) -> AsyncIterator[ServedDevnet]:
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    async with served_devnet(args.executors) as served:
+    async with served_devnet(
+        args.executors, block_gas_limit=args.block_gas_limit, trust_factory=args.trust_factory
+    ) as served:
         bench = served.bench()
         try:
+            if args.open_loop:
+                return await open_loop_run(bench, args)
             if not args.validate:  # --validate 0: the inclusion workload only
                 return await inclusion([bench], args)
             return await measure(bench, served.eth, args)
@@ -240,13 +263,21 @@ async def inclusion(benches: Sequence[Bench], args: argparse.Namespace) -> dict[
             seen.latencies.append(time.monotonic() - start)
             seen.op_hashes.append(op_hash)
 
+    clock = ProcessClock(benches[0].process_pid)
+    clock.start()
     start = time.monotonic()
     await asyncio.gather(*(user(b, o, s) for b, o, s in accounts))
     elapsed = time.monotonic() - start
+    cpu_s = clock.seconds()
     overall = Samples()
     for seen in samples.values():
         overall += seen
     result = await figures(benches[0], overall, elapsed)
+    result |= {
+        "cpu_s_per_1000_ops": cpu_s / len(overall.op_hashes) * 1000,
+        "load_average": load_average(),
+        **await block_shares(benches[0], overall.op_hashes),
+    }
     if len(benches) > 1:
         for version, seen in samples.items():
             by_version = await figures(benches[0], seen, elapsed)
@@ -341,6 +372,16 @@ async def validation_throughput(
     }
 
 
+async def open_loop_run(bench: Bench, args: argparse.Namespace) -> dict[str, Any]:
+    """The open-loop mode: accounts deployed (unmeasured), then the rate steps."""
+    accounts = [await bench.new_account() for _ in range(args.accounts)]
+    hashes = [await bench.send(await bench.op(o, s, 0, True)) for o, s in accounts]
+    await asyncio.gather(*(bench.receipt(h) for h in hashes))
+    rates = [int(r) for r in args.open_loop.split(",")]
+    steps = await open_loop(bench, accounts, rates, args.step_s, BLOCK_TIME_S)
+    return {f"{int(s['offered_ops_per_s'])}/s {k}": v for s in steps for k, v in s.items()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--accounts", type=int, default=50)
@@ -348,6 +389,14 @@ def main() -> None:
     parser.add_argument("--executors", type=int, default=4)
     parser.add_argument("--validate", type=int, default=200)
     parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument("--block-gas-limit", type=int, default=30_000_000)
+    parser.add_argument(
+        "--trust-factory", action="store_true", help="the bundler trusts SimpleAccountFactory"
+    )
+    parser.add_argument(
+        "--open-loop", default="", help="rates to step through, ops/s: e.g. 50,100,150,200"
+    )
+    parser.add_argument("--step-s", type=float, default=20.0, help="seconds at each rate")
     result = asyncio.run(run(parser.parse_args()))
     for key, value in result.items():
         print(f"{key}: {value:.3f}" if isinstance(value, float) else f"{key}: {value}")

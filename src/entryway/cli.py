@@ -388,6 +388,18 @@ def bundler(
         typer.Option(help="With --chain: serve /healthz, /readyz, /metrics."),
     ] = None,
     http_host: Annotated[str, typer.Option(help="The interface of --http-port.")] = "127.0.0.1",
+    block_gas_share: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            max=100,
+            help="Percent of the block gas limit one bundle may use (default: the chain's).",
+        ),
+    ] = None,
+    trusted_entity: Annotated[
+        list[str] | None,
+        typer.Option(help="A factory, paymaster or aggregator reputation never throttles."),
+    ] = None,
 ) -> None:
     """Run a standalone ERC-4337 bundler (EntryPoint v0.8 and v0.7) for any EVM chain: given
     by --rpc-url and --executor-key-file, or by --chain N from the settings (--config)."""
@@ -399,6 +411,7 @@ def bundler(
     from entryway.composition.leader import lead_until_signalled
     from entryway.composition.serving import configure_process_logging, uvicorn_options
     from entryway.domain.entry_points import V08
+    from entryway.domain.evm import checksum
     from entryway.observability.operator_http import HttpAddress
     from entryway.service.bundler_app import create_standalone_app
 
@@ -427,6 +440,11 @@ def bundler(
         typer.secho("error: --http-port is for a configured chain's leader (--chain N)", err=True)
         raise typer.Exit(CONFIG_EXIT)
     served = entry_point or [default_entry_point]
+    try:
+        trusted = tuple(checksum(a) for a in trusted_entity or ())
+    except ValueError:
+        typer.secho("error: --trusted-entity takes a 20-byte hex address", err=True)
+        raise typer.Exit(CONFIG_EXIT) from None
     settings = StandaloneSettings(
         rpc_url=urls,
         entry_point=served[0],
@@ -442,6 +460,8 @@ def bundler(
         min_unstake_delay_s=min_unstake_delay,
         beneficiary=beneficiary,
         deploy_entry_point=deploy_entry_point,
+        block_gas_share_percent=block_gas_share,
+        trusted_entities=trusted,
     )
     app = create_standalone_app(settings, limits)
     uvicorn.run(app, host=host, port=port, **uvicorn_options(loaded))

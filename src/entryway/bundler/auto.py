@@ -68,7 +68,7 @@ class AutoBundler:
                 continue
             waiting = [b for b in self.group if len(b.mempool)]
             results = await asyncio.gather(
-                *(b.bundle_once(wait=False) for b in waiting), return_exceptions=True
+                *(b.fill_block() for b in waiting), return_exceptions=True
             )
             for result in results:
                 if isinstance(result, RpcTransportError):

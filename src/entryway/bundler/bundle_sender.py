@@ -40,6 +40,9 @@ class BundleSender:
         self._lock = asyncio.Lock()
         self.following: set[asyncio.Task[None]] = set()  # bundles being followed to a receipt
         self._in_flight: dict[str, set[str]] = {}  # tx hash -> senders in that bundle
+        # The gas of the bundles sent while the head was this block number: together they
+        # stay within the block gas limit.
+        self._sent_at_head = (-1, 0)
 
     def idle_executor(self) -> TransactionManager | None:
         return next((e for e in self.bundler.executors if e.idle), None)
@@ -49,6 +52,19 @@ class BundleSender:
         deadline = time.monotonic() + within_s
         while self.idle_executor() is None and time.monotonic() < deadline:  # noqa: ASYNC110
             await asyncio.sleep(0.05)
+
+    async def fill_block(self) -> str | None:
+        """Auto mode: a bundle, then another with the next idle executor while ops that
+        could go wait and the block has room; the first bundle's transaction hash."""
+        first = await self.bundle_once(wait=False)
+        sent = first
+        while sent is not None and self.idle_executor() is not None and self._others_wait():
+            sent = await self.bundle_once(wait=False)
+        return first
+
+    def _others_wait(self) -> bool:
+        busy = {s for senders in self._in_flight.values() for s in senders}
+        return any(e.op.sender not in busy for e in self.bundler.mempool.entries())
 
     async def bundle_once(self, *, wait: bool) -> str | None:
         """Build, check and send one bundle; with `wait`, return once it is mined."""
@@ -86,7 +102,7 @@ class BundleSender:
             return None
         gas = sum(e.max_gas for e in ops) + BUNDLE_OVERHEAD_GAS * 2
         # The head _checked_bundle has just read (no second node call).
-        _, _, base_fee = await self.bundler.head.now(max_age_s=HEAD_REUSE_S)
+        block, _, base_fee = await self.bundler.head.now(max_age_s=HEAD_REUSE_S)
         priority = max(
             self.bundler.config.min_priority_fee_per_gas,
             min(e.op.max_priority_fee_per_gas for e in ops),
@@ -101,6 +117,8 @@ class BundleSender:
             self.bundler.mempool.remove(e.user_op_hash)
             self.bundler.tracked[e.user_op_hash] = Tracked(OpStatus.SUBMITTED, tx.latest.tx_hash)
         self._in_flight[tx.latest.tx_hash] = {e.op.sender for e in ops}
+        at, used = self._sent_at_head
+        self._sent_at_head = (block, (used if at == block else 0) + gas)
         self.bundler.counts.bundles_sent += 1
         return tx, ops
 
@@ -115,11 +133,16 @@ class BundleSender:
             self.bundler.counts.ops_dropped += 1
         busy = {s for senders in self._in_flight.values() for s in senders}
         candidates = [e for e in self.bundler.mempool.entries() if e.op.sender not in busy]
+        at, used = self._sent_at_head
+        limits = self.bundler.config.bundle
+        budget = limits.gas_budget(self.bundler.head.gas_limit, used if at == block else 0)
         chosen = select_bundle(
             candidates,
             base_fee=0 if self.bundler.mode is BundlingMode.MANUAL else base_fee,
             reputation=self.bundler.reputation,
-            limits=self.bundler.config.bundle,
+            # The transaction's gas counts the EntryPoint's overhead twice (_send_with).
+            max_bundle_gas=budget - BUNDLE_OVERHEAD_GAS,
+            limits=limits,
         )
         # The second validation (untraced: the trace ran at admission) of every chosen op at
         # once, beside one read of the code every op's validation used (COD-010); the node

@@ -14,6 +14,7 @@ class ChainHead:
         self._head: tuple[int, int, int] | None = None
         self._read_at = 0.0
         self._lock = asyncio.Lock()
+        self.gas_limit = 0  # the latest block's gas limit, as last read
 
     async def now(self, max_age_s: float = 0.0) -> tuple[int, int, int]:
         """(latest block number, the time the next block may carry, base fee). With
@@ -23,6 +24,7 @@ class ChainHead:
             if self._head is None or time.monotonic() - self._read_at > max_age_s:
                 block = await self.eth.get_block("latest")
                 self._read_at = time.monotonic()
+                self.gas_limit = int(block["gasLimit"], 16)
                 self._head = (
                     int(block["number"], 16),
                     int(block["timestamp"], 16),

@@ -1,7 +1,13 @@
-"""Entity reputation (ERC-7562): opsSeen / opsIncluded with hourly decay. Pure."""
+"""Entity reputation (ERC-7562): opsSeen / opsIncluded with hourly decay. Pure.
+
+The operator's trusted entities (an allowlist of factories, paymasters and aggregators) are
+counted like any other but never throttled or banned, and not held to the unstaked
+entity's mempool allowance (UREP-020): an operator serving its own app vouches for them.
+Every validation rule of ERC-7562 still applies to their ops."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -28,9 +34,20 @@ class ReputationEntry:
 
 
 class Reputation:
-    def __init__(self, params: ReputationParams = ReputationParams()) -> None:
+    def __init__(
+        self, params: ReputationParams = ReputationParams(), trusted: Iterable[str] = ()
+    ) -> None:
         self.params = params
         self._entries: dict[str, ReputationEntry] = {}
+        self._trusted = frozenset(a.lower() for a in trusted)
+
+    @property
+    def trusted(self) -> frozenset[str]:
+        """The allowlist, lower-case addresses."""
+        return self._trusted
+
+    def is_trusted(self, address: str) -> bool:
+        return address.lower() in self._trusted
 
     def _entry(self, address: str) -> ReputationEntry:
         entry = self._entries.get(address)
@@ -61,7 +78,7 @@ class Reputation:
 
     def status(self, address: str) -> ReputationStatus:
         entry = self._entries.get(address)
-        if entry is None:
+        if entry is None or self.is_trusted(address):
             return ReputationStatus.OK
         max_seen = entry.ops_seen // self.params.min_inclusion_rate_denominator
         if max_seen > entry.ops_included + self.params.ban_slack:
@@ -72,6 +89,8 @@ class Reputation:
 
     def ops_allowed_unstaked(self, address: str, base: int, max_included: int) -> int:
         """UREP-020: how many mempool ops an unstaked entity may have."""
+        if self.is_trusted(address):
+            return max_included
         entry = self._entries.get(address)
         if entry is None or entry.ops_seen == 0:
             return base

@@ -11,7 +11,7 @@ from entryway import contracts
 from entryway.bundler.errors import BundlerError, RpcErrorCode, invalid_params, node_failure
 from entryway.bundler.gas.estimation import GasEstimator
 from entryway.bundler.port import suggested_fees
-from entryway.bundler.reputation import ReputationStatus
+from entryway.bundler.reputation import ReputationEntry, ReputationStatus
 from entryway.bundler.rpc_types import (
     parse_address,
     parse_data,
@@ -23,7 +23,7 @@ from entryway.bundler.states import BundlingMode, OpStatus
 from entryway.bundler.validation.rules import StakeInfo
 from entryway.bundler.validation.sanity import check_bounds
 from entryway.chain.rpc import RpcError, RpcTransportError
-from entryway.domain.evm import to_hex
+from entryway.domain.evm import checksum, to_hex
 
 log = logging.getLogger("entryway.bundler.rpc")
 EP = contracts.load("EntryPoint").abi
@@ -330,14 +330,19 @@ class BundlerRpc:
     async def dump_reputation(self, params: list[Any]) -> list[dict[str, Any]]:
         rep = self._routed(params, 0).bundler.reputation
         codes = {ReputationStatus.OK: 0, ReputationStatus.THROTTLED: 1, ReputationStatus.BANNED: 2}
+        # The operator's trusted entities are listed even before their first op.
+        entries = rep.entries()
+        seen = {e.address.lower() for e in entries}
+        entries += [ReputationEntry(checksum(a)) for a in sorted(rep.trusted - seen)]
         return [
             {
                 "address": e.address,
                 "opsSeen": e.ops_seen,
                 "opsIncluded": e.ops_included,
                 "status": codes[rep.status(e.address)],
+                "trusted": rep.is_trusted(e.address),
             }
-            for e in rep.entries()
+            for e in entries
         ]
 
     async def clear_reputation(self, params: list[Any]) -> str:

@@ -53,13 +53,14 @@ class BundlerConfig:
     beneficiary: str | None = None
     mode: BundlingMode = BundlingMode.AUTO
     auto_bundle_interval_s: float = 1.0  # between bundles where blocks come irregularly
-    auto_bundle_mempool_size: int = 64  # bundle at once when this many ops wait
     head_poll_s: float = 0.1  # how often the latest block number is read (auto mode)
     tracing: bool = True
     rules: RuleSettings = field(default_factory=lambda: RuleSettings(min_stake_wei=10**18))
     sanity: SanityLimits = field(default_factory=SanityLimits)
     mempool: MempoolLimits = field(default_factory=MempoolLimits)
     bundle: BundleLimits = field(default_factory=BundleLimits)
+    # Factories, paymasters and aggregators reputation never throttles (reputation.py).
+    trusted_entities: tuple[str, ...] = ()
     receipt_lookback_blocks: int = 10_000
     tracking: TrackingLimits = field(default_factory=TrackingLimits)  # what became of ops
     min_priority_fee_per_gas: int = 0
@@ -88,7 +89,7 @@ class Bundler:
         self.validator = validator
         self.config = config
         self.mode = config.mode
-        self.reputation = Reputation()
+        self.reputation = Reputation(trusted=config.trusted_entities)
         self.mempool = Mempool(self.reputation, config.mempool)
         self.receipts = ReceiptReader(
             eth, config.entry_point, config.chain_id, config.receipt_lookback_blocks
@@ -258,8 +259,17 @@ class Bundler:
         self._count_seen(entry)
         self.tracked[entry.user_op_hash] = Tracked(OpStatus.PENDING)
         self.auto.op_arrived()
-        if len(self.mempool) >= self.config.auto_bundle_mempool_size:
+        if self._full_bundle_waits():
             self.auto.wake.set()
+
+    def _full_bundle_waits(self) -> bool:
+        """A bundle's worth of ops waits: as many as one may carry, or the gas of its share
+        of the block (auto mode then sends at once rather than at the block's turn)."""
+        limits = self.config.bundle
+        if len(self.mempool) >= limits.max_ops:
+            return True
+        budget = limits.gas_budget(self.head.gas_limit)
+        return budget > 0 and sum(e.max_gas for e in self.mempool.entries()) >= budget
 
     async def _admit_accounted(
         self, entry: MempoolEntry, before_mempool: BeforeMempool
@@ -347,6 +357,11 @@ class Bundler:
     async def bundle_once(self, *, wait: bool) -> str | None:
         """Build, check and send one bundle; with `wait`, return once it is mined."""
         return await self.sender.bundle_once(wait=wait)
+
+    async def fill_block(self) -> str | None:
+        """Auto mode: bundles with as many idle executors as the ready ops and the block's
+        gas call for; the first one's transaction hash."""
+        return await self.sender.fill_block()
 
     async def _deposits(self, paymasters: set[str]) -> dict[str, int]:
         deposits = {}

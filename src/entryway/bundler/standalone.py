@@ -10,6 +10,7 @@ from pathlib import Path
 from eth_account import Account
 from eth_account.signers.local import LocalAccount
 
+from entryway.bundler.bundling import BundleLimits, block_gas_share_percent
 from entryway.bundler.gas.estimation import GasEstimator
 from entryway.bundler.releases import (
     BundlerFactory,
@@ -35,6 +36,14 @@ from entryway.domain.networks import FeeRules, fee_rules_for
 from entryway.errors import ConfigurationError
 
 log = logging.getLogger("entryway.bundler")
+NO_OPERATOR = "0x" + "00" * 20
+
+
+def planned_factories() -> tuple[str, ...]:
+    """The account factories `entryway deploy` puts at fixed addresses on every chain (their
+    addresses depend on no operator key): trusted wherever they are deployed."""
+    plan = plan_deployment(Operator(NO_OPERATOR, NO_OPERATOR, NO_OPERATOR))
+    return (plan.account_factory.address, plan.simple_account_factory_v07.address)
 
 
 @dataclass(frozen=True)
@@ -55,6 +64,11 @@ class StandaloneSettings:
     # The chain's other EntryPoints served beside `entry_point` (each release's bundler);
     # None: every canonical release the chain carries.
     also_entry_points: tuple[str, ...] | None = None
+    # The share of the block gas limit per bundle (None: the chain's default, bundling.py).
+    block_gas_share_percent: int | None = None
+    # Never throttled by reputation (reputation.py); a configured chain's leader adds the
+    # operator's own factories and paymasters (`settings.commands.bundler_chain`).
+    trusted_entities: tuple[str, ...] = ()
     extra: dict[str, str] = field(default_factory=dict)
 
 
@@ -119,6 +133,12 @@ async def build_bundler(
         min_priority_fee_per_gas=min_priority,
         sanity=SanityLimits.for_chain(chain_id),
         l1_fee_oracle=oracle,
+        bundle=BundleLimits(
+            block_gas_share_percent=block_gas_share_percent(
+                chain_id, settings.block_gas_share_percent
+            )
+        ),
+        trusted_entities=settings.trusted_entities,
     )
     validator = Validator(
         Simulator(eth, entry_point), sender_creator, rules, chain_id, tracing=settings.tracing

@@ -48,6 +48,8 @@ def intake_bundler(engine: AsyncEngine, wake: asyncio.Event | None = None) -> Se
             executor_keys=(),
             mode=BundlingMode.AUTO,  # judged as the leader will: against the base fee
             fee_rules=chain.settings.fee_rules_resolved,
+            block_gas_share_percent=chain.settings.bundle_block_gas_share_percent,
+            trusted_entities=tuple(chain.settings.trusted_entities) + chain.deployment.own_entities,
         )
         return await build_bundler(eth, settings, make=make)  # never started: no loops
 

@@ -137,6 +137,8 @@ async def _lead(
                 executor_keys=chain.executor_keys,
                 mode=BundlingMode.AUTO,
                 fee_rules=chain.fee_rules,
+                block_gas_share_percent=chain.block_gas_share_percent,
+                trusted_entities=chain.trusted_entities,
             ),
         )
         bundler = bundler_rpc.bundler
@@ -187,6 +189,8 @@ def leader_chain(chain: PreparedChain) -> BundlerChain:
         chain.keys.executors,
         chain.deployment.entry_point,
         chain.settings.fee_rules_resolved,
+        block_gas_share_percent=chain.settings.bundle_block_gas_share_percent,
+        trusted_entities=tuple(chain.settings.trusted_entities) + chain.deployment.own_entities,
     )
 
 

@@ -99,6 +99,17 @@ class Deployment:
                 return paymaster
         return self.paymaster
 
+    @property
+    def own_entities(self) -> tuple[str, ...]:
+        """The operator's own factories and paymasters: trusted by its bundler."""
+        found = (
+            self.account_factory,
+            self.paymaster,
+            self.paymaster_v07,
+            self.simple_account_factory_v07,
+        )
+        return tuple(a for a in found if a is not None)
+
     @classmethod
     def of_plan(cls, chain_id: int, plan: DeploymentPlan) -> Deployment:
         return cls(

@@ -148,11 +148,15 @@ class BundlerChain:
     executor_funding_key: LocalAccount | None = None
     rpc_timeout_s: float = 5.0
     rpc_trace_timeout_s: float = 30.0
+    block_gas_share_percent: int | None = None
+    trusted_entities: tuple[str, ...] = ()  # the configured ones and the operator's own
 
 
 def bundler_chain(config: Path | None, chain_id: int) -> BundlerChain:
     """The chain's node URLs (each checked to answer with its id), executor keys and
     EntryPoint from the settings; exit status 2 naming the key on a problem."""
+    from entryway.bundler.standalone import planned_factories
+    from entryway.deploy.deployer import Deployment
     from entryway.deploy.plan import ENTRY_POINT_ADDRESS
     from entryway.errors import EntrywayError
     from entryway.keys import load_key_file
@@ -185,6 +189,14 @@ def bundler_chain(config: Path | None, chain_id: int) -> BundlerChain:
         fail(problems)
     register_networks([chain])  # the sanity bounds follow the chain's configured rules
     entry_point = chain.addresses.entry_point if chain.addresses else ENTRY_POINT_ADDRESS
+    # The operator's factories and paymasters when their addresses are given; with
+    # deploy_owner alone, the factories (the paymasters' addresses follow from the paymaster
+    # signer, which this process may not have).
+    own = (
+        Deployment(chain_id, **chain.addresses.model_dump()).own_entities
+        if chain.addresses
+        else planned_factories()
+    )
     floor = chain.executor_min_balance_wei
     return BundlerChain(
         tuple(chain.urls()),
@@ -196,4 +208,6 @@ def bundler_chain(config: Path | None, chain_id: int) -> BundlerChain:
         executor_funding_key=funding,
         rpc_timeout_s=chain.rpc_timeout_s,
         rpc_trace_timeout_s=chain.rpc_trace_timeout_s,
+        block_gas_share_percent=chain.bundle_block_gas_share_percent,
+        trusted_entities=tuple(chain.trusted_entities) + own,
     )

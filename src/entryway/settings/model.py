@@ -350,6 +350,13 @@ class ChainSettings(Section):
     # node 1 (reorg depth: at least 64 and the finality depth).
     finality_depth: PositiveInt | None = None
     reorg_depth: PositiveInt | None = None
+    # The share of the block gas limit (read from the node) one bundle may use, in percent;
+    # default per chain (bundler/bundling.py): Ethereum L1 25, a development node 90,
+    # others 50. Several executors fill one block when a bundle cannot carry the ready ops.
+    bundle_block_gas_share_percent: Annotated[int, Field(ge=1, le=100)] | None = None
+    # Factories, paymasters and aggregators the bundler's reputation never throttles or
+    # bans, beside the operator's own (docs/bundler.md, "Trusted entities", for the risk).
+    trusted_entities: list[str] = Field(default_factory=list)
     name: str | None = None
     native_token: str | None = None
     testnet: bool | None = None
@@ -374,6 +381,11 @@ class ChainSettings(Section):
                 "--config FILE --chain N` (docs/deploy.md)"
             )
         return value
+
+    @field_validator("trusted_entities")
+    @classmethod
+    def _trusted_addresses(cls, values: list[str]) -> list[str]:
+        return [_address(v) for v in values]
 
     @field_validator("deploy_owner", "price_feed")
     @classmethod

@@ -4,7 +4,7 @@ from dataclasses import replace
 
 import pytest
 
-from entryway.bundler.bundling import BundleLimits, select_bundle
+from entryway.bundler.bundling import select_bundle
 from entryway.bundler.errors import BundlerError
 from entryway.bundler.mempool import Mempool, MempoolEntry
 from entryway.bundler.reputation import Reputation
@@ -14,6 +14,7 @@ from entryway.domain.userop import UserOperation
 
 PM = "0x9999999999999999999999999999999999999999"
 GWEI = 10**9
+BLOCK = 30_000_000
 
 
 def sender(i: int) -> str:
@@ -99,15 +100,13 @@ def test_bundle_takes_one_op_per_sender_by_tip_within_gas() -> None:
     ]
     for seq, e in enumerate(entries):
         e.sequence = seq
-    chosen = select_bundle(entries, base_fee=GWEI, reputation=Reputation())
+    chosen = select_bundle(entries, base_fee=GWEI, reputation=Reputation(), max_bundle_gas=BLOCK)
     assert [(e.op.sender, e.op.nonce) for e in chosen] == [
         (sender(2), 0),
         (sender(3), 0),
         (sender(1), 0),
     ]
-    small = select_bundle(
-        entries, base_fee=GWEI, reputation=Reputation(), limits=BundleLimits(max_bundle_gas=600_000)
-    )
+    small = select_bundle(entries, base_fee=GWEI, reputation=Reputation(), max_bundle_gas=600_000)
     assert len(small) == 2
 
 
@@ -115,7 +114,9 @@ def test_bundle_skips_ops_that_touch_another_senders_storage() -> None:
     first = entry(1)
     reader = entry(2, outcome=outcome(frozenset({sender(1)})))
     reader.sequence = 1
-    chosen = select_bundle([first, reader], base_fee=GWEI, reputation=Reputation())
+    chosen = select_bundle(
+        [first, reader], base_fee=GWEI, reputation=Reputation(), max_bundle_gas=BLOCK
+    )
     assert chosen == [first]  # STO-041
 
 
@@ -123,15 +124,20 @@ def test_throttled_paymaster_is_capped_per_bundle() -> None:
     rep = Reputation()
     rep.set(PM, 150, 0)
     entries = [entry(i + 1, paymaster=PM) for i in range(8)]
-    chosen = select_bundle(entries, base_fee=GWEI, reputation=rep)
+    chosen = select_bundle(entries, base_fee=GWEI, reputation=rep, max_bundle_gas=BLOCK)
     assert len(chosen) == 4
     rep.set(PM, 10_000, 0)
-    assert select_bundle(entries, base_fee=GWEI, reputation=rep) == []
+    assert select_bundle(entries, base_fee=GWEI, reputation=rep, max_bundle_gas=BLOCK) == []
 
 
 def test_ops_below_the_base_fee_wait() -> None:
     e = entry(1)
-    assert select_bundle([e], base_fee=e.op.max_fee_per_gas + 1, reputation=Reputation()) == []
+    assert (
+        select_bundle(
+            [e], base_fee=e.op.max_fee_per_gas + 1, reputation=Reputation(), max_bundle_gas=BLOCK
+        )
+        == []
+    )
 
 
 def test_stale_expiring_and_lingering_throttled_ops_are_dropped() -> None:
