@@ -93,5 +93,8 @@ def test_the_devnet_keeps_its_operator_keys_in_private_directories(tmp_path: Pat
             "paymaster-signer.key",
             "notary-submitter.key",
             "bundler-executor.key",
+            "bundler-executor-2.key",
+            "bundler-executor-3.key",
+            "bundler-executor-4.key",
         )
     }

@@ -16,7 +16,7 @@ from entryway.chain.rpc import EthClient, JsonRpcClient
 from entryway.chain.transactor import Transactor
 from entryway.composition.one_process import running_in_one_process
 from entryway.deploy.deployer import ContractDeployer, devnet_price_feed_plan
-from entryway.devnet.devnet import Devnet
+from entryway.devnet.devnet import Devnet, more_executor_key_files
 from entryway.domain.apikeys import InvalidApiKeyError, KeyEnvironment, KeyRole
 from entryway.domain.networks import NETWORKS
 from entryway.domain.plans import PlanName
@@ -39,7 +39,7 @@ def devnet_settings(
             **_local_network(chain.chain_id),
             chain_id=chain.chain_id,
             rpc_urls=[chain.rpc_url],  # type: ignore[list-item]  # validated into SecretStr
-            executor_key_files=[keys / "bundler-executor.key"],
+            executor_key_files=[keys / "bundler-executor.key", *more_executor_key_files(keys)],
             paymaster_signer_key_file=keys / "paymaster-signer.key",
             notary_submitter_key_file=keys / "notary-submitter.key",
             # Every address the devnet deployed (the deployment's fields but its chain id).

@@ -38,12 +38,26 @@ DEVNET_PAYMASTER_FUNDING = PaymasterFunding(
 )
 
 
+DEVNET_EXECUTORS = 4  # executor keys per devnet chain
+
+
+def more_executor_key_files(key_dir: Path) -> list[Path]:
+    """The devnet's executor key files past the first (`bundler-executor.key`)."""
+    return [key_dir / f"bundler-executor-{n}.key" for n in range(2, DEVNET_EXECUTORS + 1)]
+
+
 @dataclass(frozen=True, slots=True)
 class DevnetKeys:
     operator: LocalAccount
     paymaster_signer: LocalAccount
     notary_submitter: LocalAccount
     bundler_executor: LocalAccount
+    # More executor keys: several bundles fill one block when one cannot carry the ops.
+    more_executors: tuple[LocalAccount, ...] = ()
+
+    @property
+    def executors(self) -> tuple[LocalAccount, ...]:
+        return (self.bundler_executor, *self.more_executors)
 
     @classmethod
     def load_or_create(cls, key_dir: Path) -> DevnetKeys:
@@ -52,6 +66,9 @@ class DevnetKeys:
             paymaster_signer=load_or_create_key(key_dir / "paymaster-signer.key"),
             notary_submitter=load_or_create_key(key_dir / "notary-submitter.key"),
             bundler_executor=load_or_create_key(key_dir / "bundler-executor.key"),
+            more_executors=tuple(
+                load_or_create_key(path) for path in more_executor_key_files(key_dir)
+            ),
         )
 
     @property
@@ -165,7 +182,7 @@ class Devnet:
             for account, balance in (
                 (self.keys.operator, _OPERATOR_BALANCE),
                 (self.keys.notary_submitter, _SUBMITTER_BALANCE),
-                (self.keys.bundler_executor, _SUBMITTER_BALANCE),
+                *((key, _SUBMITTER_BALANCE) for key in self.keys.executors),
             ):
                 if await eth.get_balance(account.address) < balance // 2:
                     await rpc.request("anvil_setBalance", [account.address, hex(balance)])
