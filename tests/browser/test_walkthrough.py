@@ -32,6 +32,7 @@ async def test_the_project_page_fits_offers_no_dead_end_and_ticks_a_one_chain_pr
     label = page.locator("label.check", has=page.locator("input[value='80002']"))
     assert "Polygon Amoy" in await label.inner_text()
     assert "polygon-amoy" not in await page.locator("main").inner_text()
+    assert "SAWarning" not in service.log_text()  # the checklist's query among others
 
     for size in (DESKTOP, PHONE):
         await page.set_viewport_size(size)  # type: ignore[arg-type]
@@ -66,11 +67,11 @@ async def test_plans_say_sla_and_a_plan_request_keeps_its_choice_and_counts_in_w
 async def test_usage_chart_and_breakdowns_follow_the_live_tiles_in_plain_names(
     page: Page, service: Service
 ) -> None:
+    await page.set_viewport_size(PHONE)  # type: ignore[arg-type]
     await sign_up(page, service)
     project_id = await new_project(page, service, "Following", [80002])
     key = await project_key(service, project_id)
     before = datetime.now(UTC)
-    await page.set_viewport_size(PHONE)  # type: ignore[arg-type]
     await page.goto(f"{service.dashboard}/projects/{project_id}/usage")
     after = datetime.now(UTC)
 
