@@ -101,8 +101,8 @@ async def test_the_sdk_quickstarts_sponsored_op_appears_with_its_credit_cost(
         f"https://amoy.polygonscan.com/tx/{receipt.transaction_hash}"
     )
     assert await page.locator("tr[data-task]").count() >= 1  # the settlement task
-    for attempts in await page.locator("tr[data-task] td.attempts").all_inner_texts():
-        assert attempts.strip().isdigit(), attempts  # a count, not "1 / 2000"
+    attempts = await page.locator("tr[data-task] td.attempts").all_inner_texts()
+    assert attempts and all(a.strip().isdigit() for a in attempts), attempts  # not "1 / 2000"
     await page.set_viewport_size(PHONE)  # type: ignore[arg-type]
     credits = row.locator(".credits")
     box = await credits.bounding_box()
