@@ -131,7 +131,9 @@ async def test_a_webhook_endpoint_shows_its_delivery_log_and_replays(
     project_id = await new_project(page, service, "Hooks", [AMOY])
     webhooks = f"{service.dashboard}/projects/{project_id}/webhooks"
     await page.goto(webhooks)
-    await page.fill("input[name=url]", "https://example.com/hook")
+    await page.fill(
+        "input[name=url]", "https://receiver.example.com/entrywayhooks/productionuserops"
+    )
     await page.check("input[name=event_types][value='userop.included']")
     await page.click("main button:has-text('Add endpoint')")
     secret = await page.locator("#webhook-secret").inner_text()
