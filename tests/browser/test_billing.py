@@ -148,7 +148,7 @@ async def test_the_plans_page_lists_every_plan_with_its_overage_rate(
         overage = await rows.nth(i).locator(".overage").inner_text()
         assert overage == "€1.00 per million credits"
     pro = await page.locator("#plans tr[data-plan=PRO]").inner_text()
-    assert "€20.00" in pro and "20,000,000" in pro and "priority" in pro
+    assert "€20.00" in pro and "20,000,000" in pro and "Priority" in pro
     free = await page.locator("#plans tr[data-plan=FREE]").inner_text()
     assert "testnets only" in free
     assert "by contract" in await page.locator("#plans tr[data-plan=ENTERPRISE]").inner_text()

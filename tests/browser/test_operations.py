@@ -17,7 +17,8 @@ from entryway_sdk import Entryway
 from eth_account import Account
 from playwright.async_api import Browser, Page
 
-from tests.browser.conftest import DESKTOP, Service, new_project, screenshots, sign_up
+from tests.browser.conftest import DESKTOP, PHONE, Service, new_project, screenshots, sign_up
+from tests.browser.layout import assert_fits
 
 AMOY = 80002
 
@@ -100,6 +101,14 @@ async def test_the_sdk_quickstarts_sponsored_op_appears_with_its_credit_cost(
         f"https://amoy.polygonscan.com/tx/{receipt.transaction_hash}"
     )
     assert await page.locator("tr[data-task]").count() >= 1  # the settlement task
+    attempts = await page.locator("tr[data-task] td.attempts").all_inner_texts()
+    assert attempts and all(a.strip().isdigit() for a in attempts), attempts  # not "1 / 2000"
+    await page.set_viewport_size(PHONE)  # type: ignore[arg-type]
+    credits = row.locator(".credits")
+    box = await credits.bounding_box()
+    assert box is not None and box["x"] + box["width"] <= PHONE["width"]  # seen unscrolled
+    await assert_fits(page)
+    await page.set_viewport_size(DESKTOP)  # type: ignore[arg-type]
     for version in ("0.8", "0.7"):  # each EntryPoint release's paymaster has its deposit
         tile = page.locator(f".deposit[data-chain='{AMOY}'][data-version='{version}']")
         assert f"EntryPoint v{version}" in await tile.locator(".label").inner_text()
@@ -122,11 +131,16 @@ async def test_a_webhook_endpoint_shows_its_delivery_log_and_replays(
     project_id = await new_project(page, service, "Hooks", [AMOY])
     webhooks = f"{service.dashboard}/projects/{project_id}/webhooks"
     await page.goto(webhooks)
-    await page.fill("input[name=url]", "https://example.com/hook")
+    await page.fill(
+        "input[name=url]", "https://receiver.example.com/entrywayhooks/productionuserops"
+    )
     await page.check("input[name=event_types][value='userop.included']")
     await page.click("main button:has-text('Add endpoint')")
     secret = await page.locator("#webhook-secret").inner_text()
     assert secret.startswith("whsec_")
+    await page.set_viewport_size(PHONE)  # type: ignore[arg-type]
+    await assert_fits(page)  # the secret's notice, its URL and code included
+    await page.set_viewport_size(DESKTOP)  # type: ignore[arg-type]
     endpoint = page.locator("section.endpoint")
     endpoint_id = await endpoint.get_attribute("data-endpoint")
     await page.goto(webhooks)
@@ -182,8 +196,18 @@ async def test_a_policy_is_created_and_edited_with_the_apis_rules_and_errors(
     await page.fill("input[name=name]", "Launch")
     await page.fill("input[name=spend_credits]", "lots")
     await page.click("main button:has-text('Create policy')")
-    alert = page.locator("[role=alert]")
-    assert "spendCap.credits must be a non-negative integer" in await alert.inner_text()
+    spend = page.locator("input[name=spend_credits]")
+    assert await spend.get_attribute("aria-invalid") == "true"  # the field is marked
+    problem = page.locator("#spend_credits-problem")  # beside it, named by it
+    assert await spend.get_attribute("aria-describedby") == "spend_credits-problem"
+    assert await problem.inner_text() == (
+        "Enter a whole number from 0 to 4,611,686,018,427,387,904, or leave it empty."
+    )
+    assert await page.locator("label", has=spend).locator(".field-problem").count() == 1
+    assert "spendCap" not in await page.locator("main").inner_text()
+    assert "field marked below" in await page.locator("[role=alert]").inner_text()
+    outline = await spend.evaluate("e => getComputedStyle(e).outlineStyle")
+    assert outline == "solid"
     assert await page.input_value("input[name=name]") == "Launch"  # what was typed stays
 
     await page.fill("input[name=spend_credits]", "50000")
@@ -202,11 +226,16 @@ async def test_a_policy_is_created_and_edited_with_the_apis_rules_and_errors(
     await card.locator("a:has-text('Edit')").click()
     await page.fill("textarea[name=allowed_selectors]", "0x1234")
     await page.click("main button:has-text('Save policy')")
-    assert "allowedSelectors" in await page.locator("[role=alert]").inner_text()
+    selectors_problem = await page.locator("#allowed_selectors-problem").inner_text()
+    assert selectors_problem.startswith("Must be a list of 4-byte hex selectors")
+    for moment in ("starts_at", "ends_at"):  # typed as ISO 8601 in UTC, never mm/dd/yyyy
+        field = page.locator(f"input[name={moment}]")
+        assert await field.get_attribute("type") == "text"
+        assert await field.get_attribute("placeholder") == "YYYY-MM-DD HH:MM:SS"
     await page.fill("input[name=name]", "Launch week")
     await page.fill("input[name=spend_credits]", "70000")
     await page.fill("textarea[name=allowed_selectors]", "0xa9059cbb")
-    await page.fill("input[name=ends_at]", "2031-01-01T00:00:00")
+    await page.fill("input[name=ends_at]", "2031-01-01 00:00:00")
     await page.uncheck("input[name=active]")
     await page.click("main button:has-text('Save policy')")
     assert "Policy saved" in await page.locator("[role=status]").inner_text()

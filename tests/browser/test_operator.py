@@ -113,7 +113,12 @@ async def test_maintenance_refuses_calls_on_its_chain_until_switched_off(
             f"{chain_id} as configured" in await card.locator("[data-check=chain-id]").inner_text()
         )
         balances = await card.locator("[data-executor]").all_inner_texts()
-        assert balances and all(re.search(r"[1-9][0-9,]* wei", b) for b in balances), balances
+        token = "POL" if chain_id == AMOY else "ETH"  # in the token, as the project pages
+        assert balances and all(re.search(rf"[1-9][0-9,.]* {token}", b) for b in balances)
+        deposit_text = await card.locator("[data-check=deposit]").inner_text()
+        assert re.search(rf"[0-9,.]+ {token}", deposit_text) and "wei" not in deposit_text
+        for code in await card.locator("code").all():  # addresses shortened, never broken
+            assert (await code.evaluate("c => c.getClientRects().length")) == 1
         assert "off" in await card.locator("[data-check=maintenance]").inner_text()
         deposits = await card.locator("[data-check=deposit] li").all()
         assert [await d.get_attribute("data-version") for d in deposits] == ["0.8", "0.7"]

@@ -116,7 +116,7 @@ async def test_trends_switch_between_days_weeks_and_months_with_a_forecast_line(
         labels = await chart.locator("text").all_text_contents()
         assert any(re.fullmatch(pattern, t) for t in labels), labels
     breakdown = page.locator("#by-operation ~ .table-wrap, section:has(#by-operation)")
-    assert "notarization" in await breakdown.first.inner_text()
+    assert "Notarization" in await breakdown.first.inner_text()
     assert await page.locator("section:has(#by-endpoint) svg.chart.bars").count() == 1
     await screenshots(page, "usage-trends-monthly")
 

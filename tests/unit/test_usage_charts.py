@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from entryway.dashboard.charts import Bar, bar_list, column_chart, nice_ceiling
+from entryway.dashboard.charts import EMPTY_NOTE, Bar, bar_list, column_chart, nice_ceiling
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -111,3 +111,12 @@ def test_axis_figures_stay_short_and_exact_for_round_ticks() -> None:
         "500",
         "1,000",
     ]
+
+
+def test_a_trend_with_nothing_in_it_says_so_instead_of_a_bare_axis() -> None:
+    svg = parsed(column_chart([Bar("a", 0), Bar("b", 0)], title="t", forecast=[None, 0]))
+    texts = [t.text for t in svg.iter(f"{SVG}text")]
+    assert texts == [EMPTY_NOTE]
+    assert not list(svg.iter(f"{SVG}line"))  # no 0-1 axis
+    drawn = parsed(column_chart([Bar("a", 0), Bar("b", 0)], title="t", forecast=[None, 5]))
+    assert EMPTY_NOTE not in [t.text for t in drawn.iter(f"{SVG}text")]  # a forecast to show

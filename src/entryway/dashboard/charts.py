@@ -33,6 +33,9 @@ def nice_ceiling(value: int) -> int:
         step *= 10
 
 
+EMPTY_NOTE = "No usage in these periods yet."
+
+
 def _figure(n: int) -> str:
     return f"{n:,}"
 
@@ -71,6 +74,12 @@ def column_chart(
     left, right, top, bottom = 52, 8, 10, 28
     plot_w, plot_h = width - left - right, height - top - bottom
     planned = [f for f in forecast if f is not None]
+    if not any(b.value > 0 for b in bars) and not any(planned):
+        note = (
+            f'<text class="empty-note" x="{width / 2:.0f}" y="48" '
+            f'text-anchor="middle">{escape(EMPTY_NOTE)}</text>'
+        )
+        return _svg(width, 80, title, [note], "columns empty")
     scale = nice_ceiling(max([b.value for b in bars] + planned + [1]))
     slot = plot_w / max(len(bars), 1)
     base = top + plot_h

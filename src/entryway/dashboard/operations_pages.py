@@ -85,9 +85,14 @@ class DepositRow:
         return NOTHING if self.reading is None else self._in_token(self.reading.threshold_wei)
 
     def _in_token(self, wei: int) -> str:
-        token = self.network.native_token if self.network else None
-        decimals, symbol = (token.decimals, token.symbol) if token else (18, "")
-        return f"{native_amount(wei, decimals)} {symbol}".strip()
+        return in_token(wei, self.network)
+
+
+def in_token(wei: int, network: Network | None) -> str:
+    """An amount of the chain's native token: "10,000 POL" (in ether units off the list)."""
+    token = network.native_token if network else None
+    decimals, symbol = (token.decimals, token.symbol) if token else (18, "")
+    return f"{native_amount(wei, decimals)} {symbol}".strip()
 
 
 def native_amount(wei: int, decimals: int = 18, places: int = 6) -> str:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from entryway.chain.rpc import RpcError, RpcTransportError
+from entryway.dashboard.operations_pages import in_token
 from entryway.domain.networks import NETWORKS, Network
 from entryway.observability.redaction import public_url
 from entryway.paymaster.deposit import PaymasterDeposit
@@ -53,6 +54,10 @@ class ChainReport:
     @property
     def chain_id_matches(self) -> bool:
         return self.reported_chain_id == self.chain_id
+
+    def in_token(self, wei: int) -> str:
+        """`wei` in the chain's native token, as the project pages show deposits."""
+        return in_token(wei, self.network)
 
 
 async def _bounded(probe: Awaitable[int]) -> int | None:

@@ -15,7 +15,7 @@ from entryway.domain.sponsorship import Cap, Period, SponsorshipPolicy, Sponsors
 
 PERIODS = [p.value for p in Period]
 _SEPARATORS = re.compile(r"[\s,]+")
-_LOCAL_MOMENT = "%Y-%m-%dT%H:%M:%S"  # what an <input type="datetime-local" step="1"> sends
+_UTC_MOMENT = "%Y-%m-%d %H:%M:%S"  # ISO 8601 in UTC, as the form shows and takes it
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,4 +120,4 @@ def _period(cap: Cap | None, default: str) -> str:
 
 
 def _moment(moment: datetime | None) -> str:
-    return "" if moment is None else moment.strftime(_LOCAL_MOMENT)
+    return "" if moment is None else moment.strftime(_UTC_MOMENT)

@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from starlette.datastructures import FormData
 
 from entryway.dashboard import web
+from entryway.dashboard.policy_errors import FieldError, field_error
 from entryway.dashboard.policy_form import PERIODS, PolicyForm, sponsor_icon
 from entryway.dashboard.webhook_pages import first_error
 from entryway.domain.sponsorship import (
@@ -85,7 +86,11 @@ async def policy_view(
 
 
 class PolicyFormError(Exception):
-    pass
+    """A refused form: the field it is about (None: the whole policy) and why."""
+
+    def __init__(self, problem: FieldError) -> None:
+        super().__init__(problem.text)
+        self.problem = problem
 
 
 def checked(form: PolicyForm, keep_icon: str | None) -> tuple[str, SponsorshipRules]:
@@ -95,9 +100,18 @@ def checked(form: PolicyForm, keep_icon: str | None) -> tuple[str, SponsorshipRu
         body = PolicyCreate(name=form.name, rules=doc, active=form.active)
         return body.name, SponsorshipRules.from_json(body.rules)
     except ValidationError as exc:
-        raise PolicyFormError(first_error(exc)) from None
+        raise PolicyFormError(FieldError(None, first_error(exc))) from None
     except PolicyRulesError as exc:
-        raise PolicyFormError(f"Rules: {exc}") from None
+        raise PolicyFormError(field_error(str(exc))) from None
+
+
+def problem_context(problem: FieldError | None) -> dict[str, object]:
+    """A field's error goes beside it (with a pointer to it at the top); any other, on top."""
+    if problem is None:
+        return {"error": None, "problem": None}
+    if problem.field is None:
+        return {"error": problem.text, "problem": None}
+    return {"error": "The policy was not saved: see the field marked below.", "problem": problem}
 
 
 def posted(data: FormData) -> PolicyForm:
@@ -118,7 +132,7 @@ def routes() -> APIRouter:
         page: web.ProjectPage,
         *,
         form: PolicyForm | None = None,
-        error: str | None = None,
+        problem: FieldError | None = None,
         status: int = 200,
     ) -> Response:
         usage = SqlSponsorshipUsage(web.services(request).store.engine)
@@ -129,7 +143,7 @@ def routes() -> APIRouter:
             "views": [await policy_view(usage, p, page.project_id) for p in policies],
             "form": form or PolicyForm(),
             "periods": PERIODS,
-            "error": error,
+            **problem_context(problem),
             "notice": NOTICES.get(request.query_params.get("done", "")),
         }
         return web.render(request, who, "policies.html", context, status=status)
@@ -141,7 +155,7 @@ def routes() -> APIRouter:
         policy: SponsorshipPolicy,
         *,
         form: PolicyForm | None = None,
-        error: str | None = None,
+        problem: FieldError | None = None,
         status: int = 200,
     ) -> Response:
         context = {
@@ -150,7 +164,7 @@ def routes() -> APIRouter:
             "policy": policy,
             "form": form or PolicyForm.of(policy),
             "periods": PERIODS,
-            "error": error,
+            **problem_context(problem),
         }
         return web.render(request, who, "policies_edit.html", context, status=status)
 
@@ -177,7 +191,7 @@ def routes() -> APIRouter:
         try:
             name, rules = checked(form, None)
         except PolicyFormError as exc:
-            return await show_list(request, who, page, form=form, error=str(exc), status=400)
+            return await show_list(request, who, page, form=form, problem=exc.problem, status=400)
         await store(request).create(project_id, name, rules, active=form.active, at=web.now())
         return listing(request, who, project_id, "created")
 
@@ -199,7 +213,7 @@ def routes() -> APIRouter:
             name, rules = checked(form, sponsor_icon(policy.rules))
         except PolicyFormError as exc:
             return await show_edit(
-                request, who, page, policy, form=form, error=str(exc), status=400
+                request, who, page, policy, form=form, problem=exc.problem, status=400
             )
         saved = await store(request).update(
             project_id, policy.policy_id, at=web.now(), name=name, rules=rules, active=form.active

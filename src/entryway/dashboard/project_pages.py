@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
-from sqlalchemy import distinct, select
+from sqlalchemy import select
 
 from entryway.dashboard import web
 from entryway.domain.accounts import AccountError, ProjectRole, normalized_email
@@ -60,7 +60,7 @@ def chosen_chains(data: object, plan: PlanName) -> list[int]:
             raise AccountError(f"Chain {chain_id} is not a network this service supports.")
         if not plan_of(plan).mainnet and not network.is_testnet:
             raise AccountError(
-                f"The {plan.value} plan runs on testnets only: {network.name} "
+                f"The {plan.value} plan runs on testnets only: {network.title} "
                 f"({chain_id}) is a mainnet. Upgrade the plan to use it."
             )
         chains.append(chain_id)
@@ -81,7 +81,9 @@ async def checklist(request: Request, project: Project) -> list[Step]:
             int(c)
             for c in (
                 await db.execute(
-                    select(distinct(usage_events.c.chain_id)).where(
+                    select(usage_events.c.chain_id)
+                    .distinct()
+                    .where(
                         usage_events.c.project_id == project.project_id,
                         usage_events.c.chain_id.is_not(None),
                     )
@@ -90,7 +92,7 @@ async def checklist(request: Request, project: Project) -> list[Step]:
         }
     return [
         Step("Open the project in the dashboard.", True),
-        Step("Add the chain IDs in the project settings.", len(wanted) >= 2),
+        Step("Add the chain IDs in the project settings.", bool(wanted)),
         Step(
             "Make sure an API key has access to every configured chain.",
             bool(wanted) and any(wanted <= set(k.chains) for k in keys),
@@ -177,13 +179,16 @@ def project_routes() -> APIRouter:
         store = web.services(request).store
         project = page.project
         account = await store.credit_account(project.project_id)
+        members = await web.accounts(request).members(project.project_id)
+        owners = [m.user_id for m in members if m.role is ProjectRole.OWNER]
         context = {
             "page": page,
             "project": project,
             "balance": account.balance(web.now()),
             "chains": chain_choices(request, project, project.plan),
             "steps": await checklist(request, project),
-            "members": await web.accounts(request).members(project.project_id),
+            "members": members,
+            "sole_owner": owners == [who.user_id],  # who may not leave: none would own it
             "invitations": await web.accounts(request).invitations(project.project_id),
             "invitation_url": invitation,
             "error": error,

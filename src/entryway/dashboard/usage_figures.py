@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 
 from entryway.dashboard.charts import Bar
+from entryway.dashboard.names import usage_label
 from entryway.dashboard.usage_trends import Period, periods, spread_forecast
 from entryway.domain.billing import forecast, forecast_window
 from entryway.service.services import Services
@@ -91,7 +92,7 @@ def rows(groups: Groups) -> list[GroupRow]:
 
 
 def chart_bars(found: list[GroupRow], limit: int = 10) -> list[Bar]:
-    return [Bar(r.label, r.credits) for r in found[:limit]]
+    return [Bar(usage_label(r.label), r.credits) for r in found[:limit]]
 
 
 def combined(all_groups: Iterable[Groups]) -> Groups:

@@ -59,14 +59,13 @@ def _moment(value: str | None, name: str) -> datetime | None:
 
 def page_window(request: Request, now: datetime) -> tuple[datetime, datetime]:
     """The window the page's breakdowns cover: from the `from` date to the end of the `to`
-    date (a full date and time is taken as it is); by default the last 30 days."""
+    date (a full date and time is taken as it is); by default the API's own window, the 30
+    days up to now."""
     raw_to = request.query_params.get("to")
     since = _moment(request.query_params.get("from"), "From")
     until = _moment(raw_to, "To")
     if until is not None and raw_to is not None and len(raw_to) == 10:
         until += timedelta(days=1)  # a date: through its end
-    if until is None:
-        until = now.replace(hour=0, minute=0, second=0, microsecond=0) + timedelta(days=1)
     try:
         return usage_window(since, until, now)
     except UsageWindowError:

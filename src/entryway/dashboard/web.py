@@ -17,6 +17,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.datastructures import FormData
 
+from entryway.dashboard.names import usage_label, words
 from entryway.dashboard.sign_in_guard import SignInLimits
 from entryway.domain.accounts import ProjectRole
 from entryway.service.services import Services
@@ -37,6 +38,7 @@ templates = Environment(
     trim_blocks=True,
     lstrip_blocks=True,
 )
+templates.globals.update(usage_label=usage_label, words=words)
 
 
 @dataclass(frozen=True, slots=True)

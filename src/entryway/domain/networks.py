@@ -113,6 +113,11 @@ class Network:
     def is_testnet(self) -> bool:
         return self.environment is Environment.TESTNET
 
+    @property
+    def title(self) -> str:
+        """The name shown to people: "Polygon Amoy" for `polygon-amoy`."""
+        return " ".join(word.capitalize() for word in self.name.split("-"))
+
     def explorer_tx_url(self, tx_hash: str) -> str:
         return f"{self.explorer_url}/tx/{tx_hash}"
 

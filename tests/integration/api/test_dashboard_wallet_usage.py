@@ -12,6 +12,7 @@ from eth_abi.abi import encode
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from entryway.dashboard.app import install_dashboard
+from entryway.dashboard.names import usage_label
 from entryway.dashboard.web import DashboardOptions
 from entryway.domain.plans import PlanName
 from entryway.domain.pricebook import default_price_book
@@ -44,7 +45,7 @@ def breakdown_row(page: str, operation: str) -> tuple[int, int]:
     """(credits, priced operations) of `operation` in the page's breakdown by operation."""
     section = page[page.index('id="by-operation"') : page.index('id="by-endpoint"')]
     found = re.search(
-        rf"<code>{operation}</code></td><td class=\"num\">([\d,]+)</td>"
+        rf"<td>{re.escape(usage_label(operation))}</td><td class=\"num\">([\d,]+)</td>"
         rf"<td class=\"num\">([\d,]+)</td>",
         section,
     )
@@ -85,4 +86,4 @@ async def test_the_breakdown_by_operation_names_self_paid_wallet_operations(
     relay = prices.validation + prices.relay_per_call
     assert breakdown_row(page.text, "account_creation") == (relay + 1_000, 1)
     assert breakdown_row(page.text, "guardian_management") == (relay + len(add) + 750, 1)
-    assert "<code>relayed_user_operation</code>" not in page.text
+    assert usage_label("relayed_user_operation") not in page.text

@@ -20,12 +20,30 @@ document.addEventListener("click", async (event) => {
   }
 });
 
+// Parts of the page drawn from the same figures (data-follows-live, with an id): when the
+// credits used change, they are fetched afresh and swapped in, so they never lag the tiles.
+async function refreshFollowers() {
+  const answer = await fetch(window.location.href, { credentials: "same-origin" });
+  if (!answer.ok) return;
+  const fresh = new DOMParser().parseFromString(await answer.text(), "text/html");
+  for (const part of document.querySelectorAll("[data-follows-live][id]")) {
+    const next = fresh.getElementById(part.id);
+    if (next) part.replaceWith(document.importNode(next, true));
+  }
+  document.body.dataset.refreshed = String(Date.now());
+}
+
 // Live figures: an element with data-live="<server-sent events URL>" holds elements with
 // data-field="<name>"; each event's JSON fields replace their text.
 for (const panel of document.querySelectorAll("[data-live]")) {
   const source = new EventSource(panel.dataset.live);
+  let used = panel.dataset.used;
   source.addEventListener("usage", (event) => {
     const data = JSON.parse(event.data);
+    if (used !== undefined && String(data.used_this_cycle) !== used) {
+      used = String(data.used_this_cycle);
+      refreshFollowers();
+    }
     for (const field of panel.querySelectorAll("[data-field]")) {
       const value = data[field.dataset.field];
       if (value === undefined || value === null) continue;
