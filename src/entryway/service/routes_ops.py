@@ -1,0 +1,87 @@
+"""`GET /v1/ops/{userOpHash}`: one UserOperation of the project, its lifecycle with times,
+its fields decoded, gas given against used, credits, a failed execution's revert reason in
+words, and where to look it up (`service.op_report`)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path, Query, Request
+
+from entryway.paymaster.relay_accounting import op_usage_key
+from entryway.service import op_report
+from entryway.service.auth import CurrentCaller
+from entryway.service.problems import Problem
+from entryway.service.services import ChainRuntime, Services
+from entryway.storage.intake import OpIntakeStore
+from entryway.storage.store import Caller
+
+OpHash = Annotated[str, Path(pattern=r"^0x[0-9a-fA-F]{64}$")]
+
+
+async def owns_op(services: Services, who: Caller, chain_id: int, op_hash: str) -> bool:
+    """Whether the caller's project sent the op here, or our paymaster signed it for it."""
+    if await services.store.ledger.owns(who.project_id, op_usage_key(chain_id, op_hash)):
+        return True
+    signed = await services.store.signatures.by_hash(chain_id, op_hash)
+    return signed is not None and signed.project_id == who.project_id
+
+
+async def op_page(
+    services: Services, who: Caller, chain: ChainRuntime, op_hash: str
+) -> dict[str, Any]:
+    """The op's whole page (the project owns it: `owns_op`)."""
+    intake = await OpIntakeStore(services.store.engine).get(chain.chain_id, op_hash)
+    status = await chain.rpc.op_status([op_hash])
+    found = await chain.rpc.get_user_operation_by_hash([op_hash])
+    receipt = await chain.rpc.get_user_operation_receipt([op_hash])
+    charges = await services.store.ledger.charges_for(who.project_id, op_hash)
+    op = op_report.op_of(found, intake)
+    entry_point = intake.entry_point if intake else (found or {}).get("entryPoint")
+    tx_hash = status.get("transactionHash") or (intake.tx_hash if intake else None)
+    return {
+        "chainId": chain.chain_id,
+        "userOpHash": op_hash,
+        "status": status.get("status", "not_found"),
+        "reason": status.get("reason") or (intake.reason if intake else None),
+        "transactionHash": tx_hash,
+        "lifecycle": await op_report.lifecycle(chain, status, intake, receipt, charges),
+        "fields": None if op is None else op_report.fields(op, str(entry_point)),
+        "gas": None if op is None else op_report.gas(op, receipt),
+        "revert": op_report.revert(receipt),
+        "credits": op_report.credits(charges),
+        "links": op_report.links(chain, op.sender if op else "", tx_hash),
+    }
+
+
+def op_routes() -> APIRouter:
+    router = APIRouter()
+
+    @router.get("/v1/ops/{user_op_hash}", operation_id="getOp", tags=["userops"])
+    async def get_op(
+        who: CurrentCaller,
+        request: Request,
+        user_op_hash: OpHash,
+        chain_id: Annotated[int | None, Query(alias="chainId", ge=1, le=2**53)] = None,
+    ) -> dict[str, Any]:
+        """One UserOperation this project sent (or our paymaster signed for it): lifecycle
+        with times, fields decoded, gas estimated against used, credits, a failed
+        execution's decoded revert reason and links to the chain's explorer (a devnet's:
+        its local node). Looked for on every chain of the key unless `chainId` names one
+        (free). Another project's operation is not found."""
+        services: Services = request.app.state.services
+        op_hash = user_op_hash.lower()
+        chains = sorted(who.key_chains & who.project_chains & set(services.chains))
+        if chain_id is not None:
+            chains = [c for c in chains if c == chain_id]
+        for candidate in chains:
+            if await owns_op(services, who, candidate, op_hash):
+                page = await op_page(services, who, services.chains[candidate], op_hash)
+                services.platform.meter.count_read(who, "ops", candidate)
+                return page
+        raise Problem(
+            404, "op_not_found", "UserOperation not found",
+            f"no UserOperation {op_hash} sent by this project",
+        )  # fmt: skip
+
+    return router
