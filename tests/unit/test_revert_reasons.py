@@ -29,7 +29,10 @@ def test_error_string_is_its_message() -> None:
 
 def test_a_panic_names_its_code() -> None:
     reason = explain_revert(_error("Panic(uint256)", ["uint256"], 0x11), ERRORS)
-    assert (reason.kind, reason.message) == ("panic", "panic 0x11: arithmetic overflow or underflow")
+    assert (reason.kind, reason.message) == (
+        "panic",
+        "panic 0x11: arithmetic overflow or underflow",
+    )
     odd = explain_revert(_error("Panic(uint256)", ["uint256"], 0x99), ERRORS)
     assert odd.message == "panic 0x99: unknown panic code"
 

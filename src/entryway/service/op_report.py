@@ -172,11 +172,11 @@ async def lifecycle(
     if state == "dropped":
         reason = status.get("reason") or (intake.reason if intake else None)
         steps.append({"step": "dropped", "at": None, "reason": reason})
-    settled = [c for c in charges if c.settled_at is not None]
-    if settled:
-        steps.append(
-            {"step": "settled", "at": _at(max(c.settled_at for c in settled if c.settled_at))}
-        )
+    if receipt is not None and charges and all(c.status.value != "held" for c in charges):
+        # Mined and no hold left waiting: what the op cost is known.
+        last = max(c.settled_at or c.at for c in charges)
+        total = sum(c.credits for c in charges)
+        steps.append({"step": "settled", "at": _at(last), "credits": total})
     return steps
 
 
