@@ -4,6 +4,7 @@ words, and where to look it up (`service.op_report`)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Request
@@ -14,28 +15,33 @@ from entryway.service.auth import CurrentCaller
 from entryway.service.problems import Problem
 from entryway.service.services import ChainRuntime, Services
 from entryway.storage.intake import OpIntakeStore
-from entryway.storage.store import Caller
 
 OpHash = Annotated[str, Path(pattern=r"^0x[0-9a-fA-F]{64}$")]
 
 
-async def owns_op(services: Services, who: Caller, chain_id: int, op_hash: str) -> bool:
-    """Whether the caller's project sent the op here, or our paymaster signed it for it."""
-    if await services.store.ledger.owns(who.project_id, op_usage_key(chain_id, op_hash)):
-        return True
-    signed = await services.store.signatures.by_hash(chain_id, op_hash)
-    return signed is not None and signed.project_id == who.project_id
+async def owning_chain(
+    services: Services, project_id: str, chains: Iterable[int], op_hash: str
+) -> ChainRuntime | None:
+    """The chain, among `chains`, on which the project sent the op here or our paymaster
+    signed it for the project; None when there is none (another project's op is not found)."""
+    for chain_id in sorted(set(chains) & set(services.chains)):
+        if await services.store.ledger.owns(project_id, op_usage_key(chain_id, op_hash)):
+            return services.chains[chain_id]
+        signed = await services.store.signatures.by_hash(chain_id, op_hash)
+        if signed is not None and signed.project_id == project_id:
+            return services.chains[chain_id]
+    return None
 
 
 async def op_page(
-    services: Services, who: Caller, chain: ChainRuntime, op_hash: str
+    services: Services, project_id: str, chain: ChainRuntime, op_hash: str
 ) -> dict[str, Any]:
     """The op's whole page (the project owns it: `owns_op`)."""
     intake = await OpIntakeStore(services.store.engine).get(chain.chain_id, op_hash)
     status = await chain.rpc.op_status([op_hash])
     found = await chain.rpc.get_user_operation_by_hash([op_hash])
     receipt = await chain.rpc.get_user_operation_receipt([op_hash])
-    charges = await services.store.ledger.charges_for(who.project_id, op_hash)
+    charges = await services.store.ledger.charges_for(project_id, op_hash)
     op = op_report.op_of(found, intake)
     entry_point = intake.entry_point if intake else (found or {}).get("entryPoint")
     tx_hash = status.get("transactionHash") or (intake.tx_hash if intake else None)
@@ -71,14 +77,14 @@ def op_routes() -> APIRouter:
         (free). Another project's operation is not found."""
         services: Services = request.app.state.services
         op_hash = user_op_hash.lower()
-        chains = sorted(who.key_chains & who.project_chains & set(services.chains))
+        chains = who.key_chains & who.project_chains
         if chain_id is not None:
-            chains = [c for c in chains if c == chain_id]
-        for candidate in chains:
-            if await owns_op(services, who, candidate, op_hash):
-                page = await op_page(services, who, services.chains[candidate], op_hash)
-                services.platform.meter.count_read(who, "ops", candidate)
-                return page
+            chains = chains & {chain_id}
+        chain = await owning_chain(services, who.project_id, chains, op_hash)
+        if chain is not None:
+            page = await op_page(services, who.project_id, chain, op_hash)
+            services.platform.meter.count_read(who, "ops", chain.chain_id)
+            return page
         raise Problem(
             404, "op_not_found", "UserOperation not found",
             f"no UserOperation {op_hash} sent by this project",
