@@ -11,8 +11,8 @@ import sys
 
 from playwright.async_api import Page
 
-from tests.browser.conftest import DESKTOP, PHONE, ROOT, Service, new_project, screenshots, sign_up
-from tests.browser.test_operations import AMOY, api, issue_key
+from tests.browser.conftest import DESKTOP, PHONE, ROOT, Service, screenshots
+from tests.browser.test_operations import AMOY, api, sponsoring_project
 
 FITS = "document.documentElement.scrollWidth <= window.innerWidth"
 
@@ -36,14 +36,8 @@ async def _run_python(source: str) -> str:
 async def test_the_home_page_gets_a_project_going_and_its_snippet_sends_an_op(
     page: Page, service: Service
 ) -> None:
-    await sign_up(page, service)
-    project_id = await new_project(page, service, "Home", [AMOY])
-    key = await issue_key(service, project_id)
+    project_id, key = await sponsoring_project(page, service, "Home")
     async with api(service, key) as http:
-        created = await http.post(
-            "/v1/policies", json={"name": "All", "rules": {"spendCap": {"credits": 10_000_000}}}
-        )
-        assert created.status_code == 201, created.text
         defaults = (await http.get("/get-sdk-defaults", params={"chainId": AMOY})).json()
 
     await page.goto(f"{service.dashboard}/projects/{project_id}")

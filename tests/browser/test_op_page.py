@@ -5,12 +5,11 @@ public explorer; at a desktop and a phone width, never wider than the screen."""
 
 from __future__ import annotations
 
-from entryway_sdk import Entryway
 from eth_account import Account
 from playwright.async_api import Page
 
-from tests.browser.conftest import DESKTOP, PHONE, Service, new_project, screenshots, sign_up
-from tests.browser.test_operations import AMOY, api, issue_key
+from tests.browser.conftest import DESKTOP, PHONE, Service, screenshots
+from tests.browser.test_operations import sdk, sponsoring_project
 
 FITS = "document.documentElement.scrollWidth <= window.innerWidth"
 
@@ -18,23 +17,9 @@ FITS = "document.documentElement.scrollWidth <= window.innerWidth"
 async def test_an_ops_page_shows_its_steps_calls_gas_and_copyable_hashes(
     page: Page, service: Service
 ) -> None:
-    await sign_up(page, service)
-    project_id = await new_project(page, service, "Op page", [AMOY])
-    key = await issue_key(service, project_id)
-    async with api(service, key) as http:
-        created = await http.post(
-            "/v1/policies",
-            json={"name": "All", "rules": {"spendCap": {"credits": 10_000_000}}},
-        )
-        assert created.status_code == 201, created.text
-    client = await Entryway.init(
-        api_key=key,
-        rpc_url=service.demo["chains"][str(AMOY)]["rpcUrl"],
-        chain_id=AMOY,
-        base_url=service.url,
-    )
+    project_id, key = await sponsoring_project(page, service, "Op page")
     alice = Account.create().address
-    async with client:
+    async with await sdk(service, key) as client:
         wallet = await client.wallet(Account.create())
         op = await wallet.send([{"to": alice, "data": bytes.fromhex("a9059cbb")}])
         receipt = await op.wait(timeout=60)
