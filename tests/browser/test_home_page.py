@@ -1,7 +1,8 @@
 """A project's first page in the browser: each enabled chain's RPC URL with the key
 placeholder, the EntryPoints and paymaster served, copyable SDK and viem snippets, the last
 ops and the multi-chain checklist, at a desktop and a phone width, never wider than the
-screen; and the SDK snippet, pasted as it is (the key put in), sends an op."""
+screen; the SDK snippet, pasted as it is (the key put in), sends an op; and the usage page
+shows that key's use by its name."""
 
 from __future__ import annotations
 
@@ -39,6 +40,10 @@ async def test_the_home_page_gets_a_project_going_and_its_snippet_sends_an_op(
     project_id, key = await sponsoring_project(page, service, "Home")
     async with api(service, key) as http:
         defaults = (await http.get("/get-sdk-defaults", params={"chainId": AMOY})).json()
+        # The snippet runs with a service key of its own, named, to find its usage by name.
+        made = await http.post("/v1/keys", json={"chains": [AMOY], "name": "Snippet"})
+        assert made.status_code == 201, made.text
+    snippet_key, snippet_key_id = made.json()["apiKey"], made.json()["keyId"]
 
     await page.goto(f"{service.dashboard}/projects/{project_id}")
     start = page.locator(f".chain-start[data-chain='{AMOY}']")
@@ -57,7 +62,7 @@ async def test_the_home_page_gets_a_project_going_and_its_snippet_sends_an_op(
     # The SDK snippet, as copied, with the key put in: it sends an op.
     snippet = await page.locator("#sdk-snippet").inner_text()
     assert "YOUR_API_KEY" in snippet
-    printed = (await _run_python(snippet.replace("YOUR_API_KEY", key))).split()
+    printed = (await _run_python(snippet.replace("YOUR_API_KEY", snippet_key))).split()
     op_hash = printed[0]
     assert printed[1:] == ["succeeded"] and len(op_hash) == 66
 
@@ -70,3 +75,12 @@ async def test_the_home_page_gets_a_project_going_and_its_snippet_sends_an_op(
     await screenshots(page, "home")
     await last.click()
     await page.wait_for_url(f"**/ops/{op_hash}")
+
+    # The usage page shows what each key used, by its name.
+    await page.goto(f"{service.dashboard}/projects/{project_id}/usage")
+    by_key = page.locator("section[aria-labelledby=by-key] tbody tr")
+    labels = await by_key.locator("td:first-child").all_inner_texts()
+    assert f"Snippet ({snippet_key_id})" in labels
+    for viewport in (DESKTOP, PHONE):
+        await page.set_viewport_size(viewport)  # type: ignore[arg-type]
+        assert await page.evaluate(FITS), f"the usage page overflows at {viewport['width']} px"
