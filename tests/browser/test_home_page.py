@@ -76,7 +76,9 @@ async def test_the_home_page_gets_a_project_going_and_its_snippet_sends_an_op(
     await last.click()
     await page.wait_for_url(f"**/ops/{op_hash}")
 
-    # The usage page shows what each key used, by its name.
+    # The keys page names the key; the usage page shows what each key used, by its name.
+    await page.goto(f"{service.dashboard}/projects/{project_id}/keys")
+    assert "Snippet" in await page.locator(".key-name").all_inner_texts()
     await page.goto(f"{service.dashboard}/projects/{project_id}/usage")
     by_key = page.locator("section[aria-labelledby=by-key] tbody tr")
     labels = await by_key.locator("td:first-child").all_inner_texts()
