@@ -9,6 +9,7 @@ import re
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
+from entryway.chain.rpc import RpcTransportError
 from entryway.dashboard import web
 from entryway.domain.networks import NETWORKS
 from entryway.service.routes_ops import op_page, owning_chain
@@ -31,10 +32,16 @@ def routes() -> APIRouter:
         chain = await owning_chain(services, project_id, page.project.chains, op_hash)
         if chain is None:
             raise web.PageNotFoundError
+        try:
+            op = await op_page(services, project_id, chain, op_hash)
+        except RpcTransportError:
+            raise web.DashboardError(
+                503, "The chain's node does not answer now: try again in a moment."
+            ) from None
         context = {
             "page": page,
             "section": "operations",
-            "op": await op_page(services, project_id, chain, op_hash),
+            "op": op,
             "network": NETWORKS.get(chain.chain_id),
             "shown_at": web.now(),
         }

@@ -12,6 +12,7 @@ from fastapi import APIRouter, Path, Query, Request
 from entryway.paymaster.relay_accounting import op_usage_key
 from entryway.service import op_report
 from entryway.service.auth import CurrentCaller
+from entryway.service.chain_access import ChainGate
 from entryway.service.problems import Problem
 from entryway.service.services import ChainRuntime, Services
 from entryway.storage.intake import OpIntakeStore
@@ -62,6 +63,7 @@ async def op_page(
 
 def op_routes() -> APIRouter:
     router = APIRouter()
+    usable_chain = ChainGate().usable_chain
 
     @router.get("/v1/ops/{user_op_hash}", operation_id="getOp", tags=["userops"])
     async def get_op(
@@ -82,6 +84,8 @@ def op_routes() -> APIRouter:
             chains = chains & {chain_id}
         chain = await owning_chain(services, who.project_id, chains, op_hash)
         if chain is not None:
+            # The same checks as every chain-bound route: maintenance, the node answering.
+            chain = await usable_chain(request, who, chain.chain_id)
             page = await op_page(services, who.project_id, chain, op_hash)
             services.platform.meter.count_read(who, "ops", chain.chain_id)
             return page
