@@ -58,11 +58,10 @@ async def reload_until(page: Page, selector: str, what: str, within: float = 60)
     await until(shown, what, within)
 
 
-async def test_the_sdk_quickstarts_sponsored_op_appears_with_its_credit_cost(
-    page: Page, service: Service
-) -> None:
+async def sponsoring_project(page: Page, service: Service, name: str) -> tuple[str, str]:
+    """A new account's project on Amoy with a policy sponsoring its ops: its id and a key."""
     await sign_up(page, service)
-    project_id = await new_project(page, service, "Quickstart", [AMOY])
+    project_id = await new_project(page, service, name, [AMOY])
     key = await issue_key(service, project_id)
     async with api(service, key) as http:
         created = await http.post(
@@ -70,15 +69,25 @@ async def test_the_sdk_quickstarts_sponsored_op_appears_with_its_credit_cost(
             json={"name": "Launch", "rules": {"spendCap": {"credits": 10_000_000}}},
         )
         assert created.status_code == 201, created.text
+    return project_id, key
 
-    # The SDK quickstart: a new wallet's first op, two calls, sponsored by default.
-    client = await Entryway.init(
+
+async def sdk(service: Service, key: str) -> Entryway:
+    """The SDK on Amoy, as its quickstart sets it up."""
+    return await Entryway.init(
         api_key=key,
         rpc_url=service.demo["chains"][str(AMOY)]["rpcUrl"],
         chain_id=AMOY,
         base_url=service.url,
     )
-    async with client:
+
+
+async def test_the_sdk_quickstarts_sponsored_op_appears_with_its_credit_cost(
+    page: Page, service: Service
+) -> None:
+    project_id, key = await sponsoring_project(page, service, "Quickstart")
+    # The SDK quickstart: a new wallet's first op, two calls, sponsored by default.
+    async with await sdk(service, key) as client:
         wallet = await client.wallet(Account.create())
         alice, bob = Account.create().address, Account.create().address
         op = await wallet.send([{"to": alice, "data": b"gm"}, {"to": bob, "value": 0}])

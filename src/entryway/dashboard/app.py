@@ -10,6 +10,7 @@ from fastapi.staticfiles import StaticFiles
 from entryway.dashboard import (
     billing_pages,
     keys_pages,
+    op_pages,
     operations_pages,
     operator_pages,
     policy_pages,
@@ -37,6 +38,7 @@ def install_dashboard(app: FastAPI, options: DashboardOptions) -> None:
         billing_pages.routes(),
         usage_pages.routes(),
         operations_pages.routes(),
+        op_pages.routes(),
         webhook_pages.routes(),
         policy_pages.routes(),
         support_pages.routes(),

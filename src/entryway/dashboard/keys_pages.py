@@ -122,8 +122,12 @@ def routes() -> APIRouter:
         issued = await store.issue_key(
             project_id, old.environment, chains, at, role=old.role, replacing=old.key_id
         )
+        # The new key keeps the old one's name and allowlists, so the rotation changes nothing
+        # about where it works.
+        info = await store.api_keys.change(
+            project_id, issued.key_id, name=old.name or "", allowlist=old.allowlist
+        )
         await store.revoke_key(old.key_id, at, project_id=project_id)  # the new admin exists
-        info = await store.api_keys.key(project_id, issued.key_id)
         return await _page(request, who, page, created=(issued, info))
 
     @router.post("/projects/{project_id}/keys/{key_id}/revoke")

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from sqlalchemy import select
 
-from entryway.dashboard import web
+from entryway.dashboard import home_section, web
 from entryway.domain.accounts import AccountError, ProjectRole, normalized_email
 from entryway.domain.networks import NETWORKS, Network
 from entryway.domain.plans import PlanName
@@ -187,6 +187,9 @@ def project_routes() -> APIRouter:
             "balance": account.balance(web.now()),
             "chains": chain_choices(request, project, project.plan),
             "steps": await checklist(request, project),
+            "home": await home_section.home(
+                request, web.services(request), project.project_id, project.chains
+            ),
             "members": members,
             "sole_owner": owners == [who.user_id],  # who may not leave: none would own it
             "invitations": await web.accounts(request).invitations(project.project_id),

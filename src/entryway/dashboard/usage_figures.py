@@ -13,6 +13,7 @@ from entryway.dashboard.names import usage_label
 from entryway.dashboard.usage_trends import Period, periods, spread_forecast
 from entryway.domain.billing import forecast, forecast_window
 from entryway.service.services import Services
+from entryway.storage.apikeys import KeyInfo
 from entryway.storage.store import Project
 from entryway.storage.usage import UsageQueries
 
@@ -89,6 +90,12 @@ def rows(groups: Groups) -> list[GroupRow]:
     """Groups as table rows, the largest use first."""
     found = [GroupRow(k, v["credits"], v["operations"], v["requests"]) for k, v in groups.items()]
     return sorted(found, key=lambda r: (-r.credits, -r.operations - r.requests, r.label))
+
+
+def named_keys(groups: Groups, keys: Iterable[KeyInfo]) -> Groups:
+    """Usage by key, each key shown by its name (and id) where it has one."""
+    names = {k.key_id: f"{k.name} ({k.key_id})" for k in keys if k.name}
+    return {names.get(label, label): figures for label, figures in groups.items()}
 
 
 def chart_bars(found: list[GroupRow], limit: int = 10) -> list[Bar]:

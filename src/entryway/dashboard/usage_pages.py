@@ -25,6 +25,7 @@ from entryway.dashboard.usage_figures import (
     chart_bars,
     combined,
     live_figures,
+    named_keys,
     project_trend,
     rows,
     summed,
@@ -154,6 +155,12 @@ def routes() -> APIRouter:
         trend = await project_trend(usage, page.project, figures, grouping, now)
         by_operation = rows(await usage.breakdown(project_id, since, until, "operation"))
         by_endpoint = rows(await usage.breakdown(project_id, since, until, "endpoint"))
+        by_key = rows(
+            named_keys(
+                await usage.breakdown(project_id, since, until, "key"),
+                await services.store.keys(project_id),
+            )
+        )
         await services.platform.meter.check_due_alerts()  # as /v1/alerts does
         context: dict[str, Any] = {
             "page": page,
@@ -168,6 +175,8 @@ def routes() -> APIRouter:
             "operation_chart": bar_list(chart_bars(by_operation), title="Credits by operation"),
             "by_endpoint": by_endpoint,
             "endpoint_chart": bar_list(chart_bars(by_endpoint), title="Credits by endpoint"),
+            "by_key": by_key,
+            "key_chart": bar_list(chart_bars(by_key), title="Credits by API key"),
             "alerts": await services.platform.billing.alerts(project_id),
             "export_query": urlencode({"from": since.isoformat(), "to": until.isoformat()}),
         }

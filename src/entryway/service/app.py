@@ -34,6 +34,7 @@ from entryway.service.routes_billing import billing_routes
 from entryway.service.routes_chain import chain_routes
 from entryway.service.routes_notary import notary_routes
 from entryway.service.routes_operations import operations_routes
+from entryway.service.routes_ops import op_routes
 from entryway.service.routes_platform import platform_routes
 from entryway.service.routes_policies import policy_routes
 from entryway.service.routes_tasks import task_routes
@@ -121,6 +122,7 @@ def create_app(
 
     app.include_router(operations_routes(services, ready, metrics, metrics_token=metrics_token))
     app.include_router(chain_routes(("", f"/{API_VERSION}")))
+    app.include_router(op_routes())
     app.include_router(platform_routes())
     app.include_router(billing_routes())
     app.include_router(admin_routes())

@@ -24,12 +24,18 @@ JSON_RPC_ROUTE = ("POST", "/rpc/{chain_id}")
 async def current_caller(
     request: Request, _: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
 ) -> Caller:
-    """The project and key behind the request's API key, or 401; over the limit, 429."""
+    """The project and key behind the request's API key, or 401; from an origin or client
+    address the key's allowlists leave out, 403; over the limit, 429."""
     services: Services = request.app.state.services
     try:
         caller = await services.store.authenticate(_presented_key(request))
     except InvalidApiKeyError as exc:
         raise invalid_api_key(str(exc)) from None
+    client = request.client.host if request.client else None
+    refused = caller.allowlist.refusal(request.headers.get("origin"), client)
+    if refused is not None:
+        code, detail = refused
+        raise Problem(403, code, "Not allowed from here", detail)
     limiter = services.platform.limiter
     if limiter is not None:
         decision = await limiter.hit(caller.plan, caller.project_id)

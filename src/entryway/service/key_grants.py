@@ -15,6 +15,7 @@ from collections.abc import Collection
 from fastapi import Response
 
 from entryway.domain.chain_access import unknown_chains
+from entryway.domain.key_allowlist import AllowlistError, KeyAllowlist
 from entryway.service.problems import Problem
 from entryway.service.schemas import KeyOut
 from entryway.storage.apikeys import KeyInfo
@@ -87,6 +88,9 @@ def key_out(k: KeyInfo) -> KeyOut:
         created_at=k.created_at,
         revoked_at=k.revoked_at,
         last_used_at=k.last_used_at,
+        name=k.name,
+        allowed_origins=list(k.allowlist.origins),
+        allowed_client_addresses=list(k.allowlist.client_addresses),
     )
 
 
@@ -108,3 +112,21 @@ def last_admin_key(key_id: str) -> Problem:
         f"key {key_id} is the project's last active admin key; issue another admin key "
         "before revoking or demoting this one",
     )
+
+
+def allowlist_of(
+    origins: list[str] | None, clients: list[str] | None, current: KeyAllowlist | None
+) -> KeyAllowlist | None:
+    """The key's allowlist as the request sets it (a list not given stays as `current`);
+    None when neither is given. An entry that is neither an origin nor an IP address or
+    network is 422 invalid_allowlist."""
+    if origins is None and clients is None:
+        return None
+    kept = current or KeyAllowlist()
+    try:
+        return KeyAllowlist.of(
+            list(kept.origins) if origins is None else origins,
+            list(kept.client_addresses) if clients is None else clients,
+        )
+    except AllowlistError as exc:
+        raise Problem(422, "invalid_allowlist", "Invalid allowlist", str(exc)) from None

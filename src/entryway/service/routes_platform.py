@@ -14,6 +14,7 @@ from entryway.domain.approvals import ApprovalKind, plan_change_needs_approval
 from entryway.domain.plans import PLANS
 from entryway.service.auth import AdminCaller, CurrentCaller
 from entryway.service.key_grants import (
+    allowlist_of,
     grantable,
     key_out,
     last_admin_key,
@@ -100,20 +101,29 @@ def platform_routes() -> APIRouter:
         store = services_of(request).store
         project = await store.project(who.project_id)
         chains = grantable(body.chains, project.chains, who)
+        # Checked before the key exists: a refused allowlist issues nothing.
+        allowlist = allowlist_of(body.allowed_origins, body.allowed_client_addresses, None)
         try:
             issued = await store.issue_key(
                 who.project_id, body.environment, chains, datetime.now(UTC), role=body.role
             )
         except KeyLimitError as exc:
             raise Problem(409, "key_limit_reached", "API key limit reached", str(exc)) from None
-        info = await store.api_keys.key(who.project_id, issued.key_id)
+        info = await store.api_keys.change(
+            who.project_id,
+            issued.key_id,
+            name=body.name,
+            allowlist=allowlist,
+        )
         no_store(response)
         return KeyCreated(**key_out(info).model_dump(), api_key=issued.secret)
 
     @router.patch("/keys/{key_id}", operation_id="updateKey")
     async def update_key(who: AdminCaller, request: Request, key_id: str, body: KeyPatch) -> KeyOut:
-        """Set another key's chains or role (no key changes itself). Demoting the project's
-        last admin key answers 409 last_admin_key."""
+        """Set another key's chains, role, name or allowlists of origins and client
+        addresses (no key changes itself). Demoting the project's last admin key answers 409
+        last_admin_key; an entry that is not an origin or an IP address or network, 422
+        invalid_allowlist."""
         store = services_of(request).store
         refuse_own_key(who, key_id)
         target = await _managed_key(request, who.project_id, key_id)
@@ -124,7 +134,14 @@ def platform_routes() -> APIRouter:
             chains = grantable(body.chains, project.chains, who)
         try:
             info = await store.api_keys.change(
-                who.project_id, key_id, chains=chains, role=body.role
+                who.project_id,
+                key_id,
+                chains=chains,
+                role=body.role,
+                name=body.name,
+                allowlist=allowlist_of(
+                    body.allowed_origins, body.allowed_client_addresses, target.allowlist
+                ),
             )
         except UnknownKeyError:
             raise no_key(key_id) from None

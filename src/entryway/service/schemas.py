@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 from pydantic.alias_generators import to_camel
 
 from entryway.domain.apikeys import KeyEnvironment, KeyRole
@@ -179,6 +179,9 @@ class ProjectPatch(Body):
     overage_budget: CreditThreshold | None = None  # null: no spending budget
 
 
+KeyName = Annotated[str, StringConstraints(max_length=100, strip_whitespace=True)]
+
+
 class KeyOut(Wire):
     key_id: str
     environment: KeyEnvironment
@@ -187,12 +190,18 @@ class KeyOut(Wire):
     created_at: datetime
     revoked_at: datetime | None
     last_used_at: datetime | None = None  # to the minute
+    name: str | None = None
+    allowed_origins: list[str] = []  # empty: any origin
+    allowed_client_addresses: list[str] = []  # IP addresses or networks; empty: any
 
 
 class KeyCreate(Body):
     environment: KeyEnvironment = KeyEnvironment.TEST
     chains: ChainIds
     role: KeyRole = KeyRole.SERVICE  # admin keys administer the project; apps get service
+    name: KeyName | None = None
+    allowed_origins: list[str] | None = None
+    allowed_client_addresses: list[str] | None = None
 
 
 class KeyCreated(KeyOut):
@@ -202,6 +211,10 @@ class KeyCreated(KeyOut):
 class KeyPatch(Body):
     chains: ChainIds | None = None
     role: KeyRole | None = None
+    name: KeyName | None = None  # "" clears it
+    # Each replaces the list; [] allows everything again.
+    allowed_origins: list[str] | None = None
+    allowed_client_addresses: list[str] | None = None
 
 
 class PlanOut(Wire):

@@ -29,6 +29,7 @@ from entryway.domain.apikeys import (
     issue,
     parse,
 )
+from entryway.domain.key_allowlist import ANYWHERE, KeyAllowlist
 from entryway.domain.plans import PlanName
 from entryway.errors import EntrywayError
 from entryway.storage.schema import api_keys, projects
@@ -60,6 +61,7 @@ class Caller:
     plan: PlanName
     # Authentication reads it from the key; a Caller built without one gets the lesser role.
     role: KeyRole = KeyRole.SERVICE
+    allowlist: KeyAllowlist = ANYWHERE  # where the key may be used from
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +73,8 @@ class KeyInfo:
     revoked_at: datetime | None
     role: KeyRole
     last_used_at: datetime | None = None  # to the minute (LAST_USE_EVERY_S)
+    name: str | None = None
+    allowlist: KeyAllowlist = ANYWHERE
 
 
 def chains_text(value: Sequence[int]) -> str:
@@ -95,6 +99,8 @@ def _key_info(r: Any) -> KeyInfo:
         utc(r.revoked_at) if r.revoked_at else None,
         KeyRole(r.role),
         utc(r.last_used_at) if r.last_used_at else None,
+        r.name,
+        KeyAllowlist.from_columns(r.allowed_origins, r.allowed_clients),
     )
 
 
@@ -238,10 +244,16 @@ class ApiKeyStore:
         *,
         chains: Sequence[int] | None = None,
         role: KeyRole | None = None,
+        name: str | None = None,
+        allowlist: KeyAllowlist | None = None,
     ) -> KeyInfo:
-        """Set a key's chains and/or role; demoting the project's last active admin key
-        raises LastAdminKeyError."""
-        values: dict[str, str] = {}
+        """Set a key's chains, role, name and/or allowlist; demoting the project's last
+        active admin key raises LastAdminKeyError."""
+        values: dict[str, str | None] = {}
+        if name is not None:
+            values["name"] = name or None
+        if allowlist is not None:
+            values.update(allowlist.to_columns())
         if chains is not None:
             values["chains"] = chains_text(chains)
         if role is not None:
@@ -320,6 +332,7 @@ class ApiKeyStore:
             aa_module_enabled=row.aa_module_enabled,
             plan=PlanName(row.plan),
             role=KeyRole(row.role),
+            allowlist=KeyAllowlist.from_columns(row.allowed_origins, row.allowed_clients),
         )
 
 

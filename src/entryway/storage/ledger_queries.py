@@ -1,8 +1,9 @@
-"""Reads of the credit ledger: a project's lots, the credits charged under a reference, the
-holds never linked to a sent op, whether a project has a usage event."""
+"""Reads of the credit ledger: a project's lots, the credits charged under a reference (and
+each charge of it), the holds never linked to a sent op, whether a project has a usage event."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import select
@@ -13,6 +14,18 @@ from entryway.storage import ledger_postings as postings
 from entryway.storage.ledger_records import UsageStatus, utc
 from entryway.storage.ledger_reorgs import unsettled_inclusions
 from entryway.storage.schema import credit_lots, usage_events
+
+
+@dataclass(frozen=True, slots=True)
+class Charge:
+    """One usage event under a reference: a relay, a sponsorship's hold or settlement."""
+
+    operation: str
+    credits: int
+    status: UsageStatus
+    at: datetime  # when it was charged (a hold: when the sponsorship was signed)
+    settled_at: datetime | None
+    breakdown: str | None  # the quote's components, JSON (a settlement's L1 fee among them)
 
 
 class LedgerQueries:
@@ -52,6 +65,30 @@ class LedgerQueries:
             ).all()
         final = not unsettled and all(r.status != UsageStatus.HELD for r in rows)
         return sum(int(r.credits) for r in rows), final
+
+    async def charges_for(self, project_id: str, reference: str) -> list[Charge]:
+        """The usage events charged to `project_id` under a reference, oldest first."""
+        e = usage_events.c
+        async with self.engine.connect() as db:
+            rows = (
+                await db.execute(
+                    select(e.operation, e.credits, e.status, e.created_at, e.settled_at)
+                    .add_columns(e.breakdown)
+                    .where(e.project_id == project_id, e.reference == reference)
+                    .order_by(e.created_at, e.event_id)
+                )
+            ).all()
+        return [
+            Charge(
+                r.operation,
+                int(r.credits),
+                UsageStatus(r.status),
+                utc(r.created_at),
+                None if r.settled_at is None else utc(r.settled_at),
+                r.breakdown,
+            )
+            for r in rows
+        ]
 
     async def unreferenced_holds(
         self, operation: str, older_than: datetime

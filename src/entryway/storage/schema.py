@@ -171,6 +171,10 @@ api_keys = Table(
     Column("role", String(8), nullable=False),
     # When the key last authenticated a request, written at most once a minute per process.
     Column("last_used_at", DateTime(timezone=True), nullable=True),
+    Column("name", String(100), nullable=True),
+    # Where the key may be used from (domain.key_allowlist), JSON lists; null: anywhere.
+    Column("allowed_origins", Text, nullable=True),
+    Column("allowed_clients", Text, nullable=True),
     Index("ix_api_keys_project_id", "project_id"),
 )
 
