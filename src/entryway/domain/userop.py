@@ -254,7 +254,10 @@ def user_op_hash(
     the address the sender delegates to, followed by the rest of the initCode, in place of
     the initCode: `delegate` (from the op's authorization, or the sender's code) says which.
     """
-    if (version or version_at(entry_point)) is EntryPointVersion.V07:
+    version = version or version_at(entry_point)
+    if version is EntryPointVersion.V06:
+        raise ValueError("a v0.6 op is unpacked: its hash is userop_v06.user_op_hash_v06")
+    if version is EntryPointVersion.V07:
         if op.is_eip7702:
             raise ValueError("EntryPoint v0.7 does not support EIP-7702 senders")
         inner = user_op_struct_hash(op, typehash=b"")
