@@ -66,10 +66,11 @@ V06 = EntryPointRelease(
 # The releases taking the packed UserOperation; v0.6 (unpacked) is served by its own code.
 RELEASES: dict[EntryPointVersion, EntryPointRelease] = {r.version: r for r in (V07, V08)}
 DEFAULT_VERSION = EntryPointVersion.V08
-_BY_ADDRESS = {r.address.lower(): r for r in RELEASES.values()}
+_BY_ADDRESS = {r.address.lower(): r for r in (*RELEASES.values(), V06)}
 
 
 def release(version: EntryPointVersion | str) -> EntryPointRelease:
+    """A release taking the packed UserOperation (v0.6's own code asks for `V06` itself)."""
     try:
         return RELEASES[EntryPointVersion(version)]
     except (ValueError, KeyError):
