@@ -10,13 +10,14 @@ from pathlib import Path
 from eth_account import Account
 from eth_account.signers.local import LocalAccount
 
-from entryway.bundler.gas.estimation import GasEstimator
 from entryway.bundler.releases import (
     BundlerFactory,
     add_entry_point,
     check_entry_point_code,
+    estimator_for,
     releases_present,
     sender_creator_of,
+    simulator_for,
 )
 from entryway.bundler.rpc_methods import BundlerRpc
 from entryway.bundler.service import Bundler, BundlerConfig
@@ -24,7 +25,7 @@ from entryway.bundler.states import BundlingMode
 from entryway.bundler.submission import TransactionManager
 from entryway.bundler.validation.rules import RuleSettings
 from entryway.bundler.validation.sanity import SanityLimits
-from entryway.bundler.validation.simulation import Simulator, Validator
+from entryway.bundler.validation.simulation import Validator
 from entryway.chain.rpc import EthClient
 from entryway.chain.transactor import Transactor
 from entryway.deploy.deployer import ContractDeployer
@@ -121,11 +122,11 @@ async def build_bundler(
         l1_fee_oracle=oracle,
     )
     validator = Validator(
-        Simulator(eth, entry_point), sender_creator, rules, chain_id, tracing=settings.tracing
+        simulator_for(eth, entry_point), sender_creator, rules, chain_id, tracing=settings.tracing
     )
     executors = [TransactionManager(eth, key, chain_id) for key in settings.executor_keys]
     bundler = make(eth, executors, validator, config)
-    estimator = GasEstimator(eth, entry_point, bundler.l1_fees)
+    estimator = estimator_for(eth, entry_point, bundler.l1_fees)
     rpc = BundlerRpc(bundler, estimator, debug=settings.debug_rpc)
     others = settings.also_entry_points
     if others is None:

@@ -23,6 +23,7 @@ from entryway.contracts.abi import DecodedError
 from entryway.domain.entry_points import V06, EntryPointVersion
 from entryway.domain.evm import checksum, create_address, hex_to_bytes
 from entryway.domain.userop import UserOperation
+from entryway.domain.userop_v06 import UserOperationV06, user_op_hash_v06
 
 ENTRY_POINT_V06 = contracts.load(V06.artifact("EntryPoint"))
 _VALIDATED = ("ValidationResult", "ValidationResultWithAggregation")
@@ -82,7 +83,7 @@ class SimulatorV06(Simulator):
                 self.entry_point, data, state_override=extra or None, block="pending"
             )
         except RpcError as exc:
-            return self._answer(exc.revert_data, exc.message)
+            return self.answer(exc.revert_data, exc.message)
         raise BundlerError(
             RpcErrorCode.REJECTED_BY_EP_OR_ACCOUNT, "simulateValidation returned without a result"
         )
@@ -95,15 +96,31 @@ class SimulatorV06(Simulator):
         )
 
     def traced_result(self, result: Any) -> tuple[Any, ...]:
-        return self._answer(hex_to_bytes(result.get("returnValue") or "0x"), "no revert")
+        return self.answer(hex_to_bytes(result.get("returnValue") or "0x"), "no revert")
 
     async def trace_replay(
         self, calls: ValidationCalls, tracer: str | None = None, extra: dict[str, Any] | None = None
     ) -> Any:
         raise NotImplementedError("EntryPoint v0.6 is traced through simulateValidation")
 
-    def _answer(self, raw: bytes | None, fallback: str) -> tuple[Any, ...]:
+    def answer(self, raw: bytes | None, fallback: str) -> tuple[Any, ...]:
         decoded = ENTRY_POINT_V06.abi.decode_error(raw or b"")
         if decoded is None:
             raise BundlerError(RpcErrorCode.REJECTED_BY_EP_OR_ACCOUNT, fallback)
         return validation_result(decoded)
+
+
+_PROBE = UserOperationV06(
+    "0x0000000000000000000000000000000000004337", 1, b"", b"\x01", 2, 3, 4, 5, 6, b"", b""
+)
+
+
+async def answers_as_v06(eth: EthClient, entry_point: str, chain_id: int) -> bool:
+    """Whether the code at `entry_point` hashes ops as v0.6 does: the check for the canonical
+    deployment, whose code the npm release does not reproduce byte for byte."""
+    data = ENTRY_POINT_V06.abi.encode_call("getUserOpHash", _PROBE.as_tuple())
+    try:
+        raw = await eth.call(entry_point, data)
+    except RpcError:
+        return False
+    return raw == user_op_hash_v06(_PROBE, entry_point, chain_id)
