@@ -26,10 +26,11 @@ from entryway.bundler.submission import TransactionManager
 from entryway.bundler.validation.rules import RuleSettings
 from entryway.bundler.validation.sanity import SanityLimits
 from entryway.bundler.validation.simulation import Validator
-from entryway.chain.rpc import EthClient
+from entryway.chain.rpc import EthClient, RpcError
 from entryway.chain.transactor import Transactor
 from entryway.deploy.deployer import ContractDeployer
 from entryway.deploy.plan import Operator, plan_deployment
+from entryway.devnet.entry_point_v06 import place_entry_point_v06
 from entryway.domain.entry_points import version_at
 from entryway.domain.evm import checksum
 from entryway.domain.networks import FeeRules, fee_rules_for
@@ -81,12 +82,17 @@ def read_executor_keys(files: list[Path]) -> tuple[LocalAccount, ...]:
 
 
 async def deploy_entry_points(eth: EthClient, key: LocalAccount, chain_id: int) -> None:
-    """Every EntryPoint release (v0.8, v0.7) the chain lacks, at its canonical address."""
+    """Every EntryPoint release (v0.8, v0.7) the chain lacks, at its canonical address; and
+    v0.6, on a development node that lets code be set (anvil), placed as devnets place it."""
     deployer = ContractDeployer(eth, Transactor(eth, key, chain_id))
     plan = plan_deployment(Operator(key.address, key.address, key.address))
     await deployer.ensure_deterministic_deployer()
     for entry_point in (plan.entry_point, plan.entry_point_v07):
         await deployer.ensure(entry_point)
+    try:
+        await place_entry_point_v06(eth.rpc, deployer)
+    except RpcError as exc:  # not a development node: v0.6 is served only where it is
+        log.info("EntryPoint v0.6 not placed (%s)", exc.message)
 
 
 async def build_bundler(

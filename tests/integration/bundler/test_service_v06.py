@@ -114,3 +114,19 @@ async def test_v06_gas_estimate_is_enough_to_bundle(served: BundlerRpc, harness:
     await call(served, "debug_bundler_sendBundleNow")
     receipt = await call(served, "eth_getUserOperationReceipt", sent)
     assert receipt["success"] is True
+
+
+async def test_v06_estimate_of_a_reverting_call_is_refused(
+    served: BundlerRpc, harness: Harness
+) -> None:
+    op, _ = await first_op(harness)
+    await call(served, "eth_sendUserOperation", op_v06_to_json(op), V06.address)
+    await call(served, "debug_bundler_sendBundleNow")
+    assert await harness.eth.get_code(op.sender)
+    # No such function on v0.6's SimpleAccount: its call reverts.
+    second = replace(op, nonce=1, init_code=b"", call_data=bytes.fromhex("deadbeef"))
+    reply = await answer(
+        served, "eth_estimateUserOperationGas", op_v06_to_json(second), V06.address
+    )
+    assert reply["error"]["code"] == -32521, reply
+    assert "execution reverted" in reply["error"]["message"]

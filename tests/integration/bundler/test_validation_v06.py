@@ -86,6 +86,8 @@ async def test_a_bad_signature_is_refused(harness: Harness) -> None:
                 UserOperation.from_v06(checked), now=await now(harness)
             )
         assert refused.value.code == RpcErrorCode.INVALID_SIGNATURE
+        # v0.6 has one flag for both signatures, and the message says so.
+        assert refused.value.message == "Invalid UserOp signature or paymaster signature"
 
 
 async def test_an_unfunded_sender_is_refused_with_the_entry_points_reason(

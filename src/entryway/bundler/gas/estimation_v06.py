@@ -35,6 +35,16 @@ from entryway.domain.userop import UserOperation
 _ZERO_ADDRESS = "0x" + "00" * 20
 
 
+def _execution_reverted(revert_data: bytes) -> BundlerError:
+    decoded = ENTRY_POINT_V06.abi.decode_error(revert_data)
+    reason = f": {decoded.args[0]}" if decoded and decoded.name == "Error" else ""
+    return BundlerError(
+        RpcErrorCode.EXECUTION_REVERTED,
+        f"UserOperation execution reverted{reason}",
+        {"revertData": to_hex(revert_data)},
+    )
+
+
 class GasEstimatorV06(GasEstimator):
     def __init__(
         self, eth: EthClient, entry_point: str, l1_fees: L1FeeQuoter | None = None
@@ -42,7 +52,7 @@ class GasEstimatorV06(GasEstimator):
         self.eth = eth
         self.entry_point = entry_point
         self.l1_fees = l1_fees
-        self.simulator = SimulatorV06(eth, entry_point)
+        self.simulator = SimulatorV06(eth, entry_point, signatures=False)
 
     async def estimate(
         self, op: UserOperation, state_override: dict[str, Any] | None = None
@@ -51,7 +61,7 @@ class GasEstimatorV06(GasEstimator):
         probe = replace(
             op,
             verification_gas_limit=MAX_VERIFICATION_GAS,
-            call_gas_limit=op.call_gas_limit or MAX_CALL_GAS,
+            call_gas_limit=MAX_CALL_GAS,
             pre_verification_gas=0,
             max_fee_per_gas=0,  # no prefund: neither the sender's nor a paymaster's funds count
             max_priority_fee_per_gas=0,
@@ -74,6 +84,8 @@ class GasEstimatorV06(GasEstimator):
         return GasEstimate(pvg, verification, call_gas, 0, 0)
 
     async def _call_gas(self, probe: UserOperation, extra: dict[str, Any]) -> int:
+        if await self.eth.get_code(probe.sender):
+            await self._check_call(probe, extra)
         self_paid = replace(
             probe, paymaster=None, paymaster_data=b"", max_fee_per_gas=1, max_priority_fee_per_gas=1
         )
@@ -94,7 +106,21 @@ class GasEstimatorV06(GasEstimator):
                 return max(paid - pre_op_gas, 0) + CALL_MARGIN
             self.simulator.answer(exc.revert_data, exc.message)  # FailedOp and the like
         raise BundlerError(
-            RpcErrorCode.EXECUTION_REVERTED,
-            "simulateHandleOp gave no execution result",
-            {"revertData": to_hex(b"")},
+            RpcErrorCode.REJECTED_BY_EP_OR_ACCOUNT, "simulateHandleOp gave no execution result"
         )
+
+    async def _check_call(self, probe: UserOperation, extra: dict[str, Any]) -> None:
+        """The op's call, made as the EntryPoint makes it: v0.6's simulateHandleOp does not
+        say whether it reverted. A deployed sender only (a new one has no code to call yet)."""
+        try:
+            await self.eth.call(
+                probe.sender,
+                probe.call_data,
+                sender=self.entry_point,
+                block=SIMULATION_BLOCK,
+                state_override=extra or None,
+            )
+        except RpcError as exc:
+            if exc.revert_data is None:
+                raise
+            raise _execution_reverted(exc.revert_data) from None

@@ -4,7 +4,8 @@ v0.6's `simulateValidation(op)` always reverts: with `ValidationResult` (or
 `ValidationResultWithAggregation`) when the op validates, with `FailedOp` when it does not.
 Its answer is put in the shape v0.7's EntryPointSimulations returns, so the Validator judges
 both alike. v0.6 reports one signature flag and one validity window for the account and the
-paymaster together: they are carried as the account's, the paymaster's left open. No code is
+paymaster together: the window is carried as the account's, the paymaster's left open, and a
+failed signature is refused as the account's or the paymaster's. No code is
 overridden, so there is no replay: ERC-7562 judges the trace of `simulateValidation` itself,
 whose phases the EntryPoint's calls to the SenderCreator, the sender and the paymaster split
 as they do for the later releases.
@@ -43,8 +44,9 @@ def _validation_data(aggregator: int, valid_after: int, valid_until: int) -> int
     return aggregator | (valid_until << 160) | (valid_after << 208)
 
 
-def validation_result(decoded: DecodedError) -> tuple[Any, ...]:
-    """v0.6's ValidationResult as v0.7's `simulateValidation` returns its result."""
+def validation_result(decoded: DecodedError, *, signatures: bool = True) -> tuple[Any, ...]:
+    """v0.6's ValidationResult as v0.7's `simulateValidation` returns its result; a failed
+    signature refused unless `signatures` is off (estimation signs afterwards)."""
     if decoded.name not in _VALIDATED:
         raise (
             failed_op_error(decoded)
@@ -53,6 +55,10 @@ def validation_result(decoded: DecodedError) -> tuple[Any, ...]:
         )
     return_info, sender_info, factory_info, paymaster_info = decoded.args[:4]
     pre_op_gas, prefund, sig_failed, valid_after, valid_until, context = return_info
+    if sig_failed and signatures:  # one flag for both: v0.6 does not say whose signature failed
+        raise BundlerError(
+            RpcErrorCode.INVALID_SIGNATURE, "Invalid UserOp signature or paymaster signature"
+        )
     aggregator = 1 if sig_failed else 0
     if decoded.name == "ValidationResultWithAggregation":
         aggregator = int(str(decoded.args[4][0]), 16)
@@ -66,7 +72,8 @@ class SimulatorV06(Simulator):
 
     replays = False
 
-    def __init__(self, eth: EthClient, entry_point: str) -> None:
+    def __init__(self, eth: EthClient, entry_point: str, *, signatures: bool = True) -> None:
+        self.signatures = signatures
         self.eth = eth
         self.entry_point = entry_point
         self.version = EntryPointVersion.V06
@@ -107,7 +114,7 @@ class SimulatorV06(Simulator):
         decoded = ENTRY_POINT_V06.abi.decode_error(raw or b"")
         if decoded is None:
             raise BundlerError(RpcErrorCode.REJECTED_BY_EP_OR_ACCOUNT, fallback)
-        return validation_result(decoded)
+        return validation_result(decoded, signatures=self.signatures)
 
 
 _PROBE = UserOperationV06(
