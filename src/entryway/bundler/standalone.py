@@ -26,7 +26,7 @@ from entryway.bundler.submission import TransactionManager
 from entryway.bundler.validation.rules import RuleSettings
 from entryway.bundler.validation.sanity import SanityLimits
 from entryway.bundler.validation.simulation import Validator
-from entryway.chain.rpc import EthClient, RpcError
+from entryway.chain.rpc import EthClient
 from entryway.chain.transactor import Transactor
 from entryway.deploy.deployer import ContractDeployer
 from entryway.deploy.plan import Operator, plan_deployment
@@ -89,10 +89,13 @@ async def deploy_entry_points(eth: EthClient, key: LocalAccount, chain_id: int) 
     await deployer.ensure_deterministic_deployer()
     for entry_point in (plan.entry_point, plan.entry_point_v07):
         await deployer.ensure(entry_point)
-    try:
+    # Only anvil lets code be set; elsewhere a copy of the npm release would be gas spent on
+    # code the canonical address never runs.
+    client = str(await eth.rpc.request("web3_clientVersion", []))
+    if client.lower().startswith("anvil"):
         await place_entry_point_v06(eth.rpc, deployer)
-    except RpcError as exc:  # not a development node: v0.6 is served only where it is
-        log.info("EntryPoint v0.6 not placed (%s)", exc.message)
+    else:
+        log.info("EntryPoint v0.6 not placed: %s is not anvil", client)
 
 
 async def build_bundler(
