@@ -39,16 +39,18 @@ from entryway.deploy.deployer import ContractDeployer, Deployment
 from entryway.deploy.plan import ENTRYWAY_SALT, plan_contract
 from entryway.devnet.anvil import free_port
 from entryway.devnet.devnet import Devnet
-from entryway.domain.entry_points import RELEASES, EntryPointVersion, version_at
+from entryway.domain.entry_points import RELEASES, V06, EntryPointVersion, version_at
 from entryway.domain.evm import address_bytes
 from entryway.domain.signatures import eth_signed_message_digest, sign_digest
 from entryway.domain.userop import UserOperation, user_op_hash
+from entryway.domain.userop_v06 import op_v06_to_json
 
 ETHER = 10**18
 CHAIN_ID = 80002
 RECEIPT_POLL_S = 0.1  # how often a waiting client asks for its receipt
 BLOCK_TIME_S = 1.0
 FACTORY = contracts.load("SimpleAccountFactory")
+FACTORY_V06 = contracts.load("SimpleAccountFactoryV06")
 ACCOUNT = contracts.load("SimpleAccount").abi
 EP = contracts.load("EntryPoint").abi
 
@@ -69,9 +71,8 @@ class Bench:
         self.entry_point = entry_point
         self.factory = factory
         self.version = version_at(entry_point)
-        self.factory_abi = contracts.load(
-            RELEASES[self.version].artifact("SimpleAccountFactory")
-        ).abi
+        release = V06 if self.version is EntryPointVersion.V06 else RELEASES[self.version]
+        self.factory_abi = contracts.load(release.artifact("SimpleAccountFactory")).abi
 
     async def op(self, owner: Any, sender: str, nonce: int, deploy: bool) -> UserOperation:
         block = await self.eth.get_block("latest")
@@ -93,16 +94,20 @@ class Bench:
             else b"",
         )
         digest = user_op_hash(op, self.entry_point, CHAIN_ID)
-        if self.version is EntryPointVersion.V07:  # v0.7's SimpleAccount checks an EIP-191 message
+        if self.version is not EntryPointVersion.V08:  # v0.7's and v0.6's check EIP-191
             digest = eth_signed_message_digest(digest)
         return op.with_signature(sign_digest(bytes(owner.key), digest))
 
     async def send(self, op: UserOperation) -> str:
         return str(
-            await self.bundler.request(
-                "eth_sendUserOperation", [user_operation_json(op), self.entry_point]
-            )
+            await self.bundler.request("eth_sendUserOperation", [self.wire(op), self.entry_point])
         )
+
+    def wire(self, op: UserOperation) -> dict[str, Any]:
+        """The op in the JSON shape of its release (v0.6 has its own)."""
+        if self.version is EntryPointVersion.V06:
+            return op_v06_to_json(op.as_v06())
+        return user_operation_json(op)
 
     async def receipt(self, op_hash: str, within_s: float = 60.0) -> dict[str, Any]:
         deadline = time.monotonic() + within_s
@@ -126,16 +131,20 @@ class Bench:
 @dataclass(frozen=True, slots=True)
 class ServedDevnet:
     """A devnet chain with `entryway bundler` serving it over HTTP at `rpc_url`, and the
-    v0.8 release's SimpleAccountFactory deployed at `simple_account_factory`."""
+    v0.8 release's SimpleAccountFactory deployed at `simple_account_factory` (v0.6's at
+    `simple_account_factory_v06`)."""
 
     eth: EthClient
     rpc_url: str
     deployment: Deployment
     simple_account_factory: str
     pid: int | None = None
+    simple_account_factory_v06: str
 
     def bench(self, version: EntryPointVersion = EntryPointVersion.V08) -> Bench:
         """A client sending ops of SimpleAccounts of the release `version`."""
+        if version is EntryPointVersion.V06:
+            return Bench(self.eth, self.rpc_url, V06.address, self.simple_account_factory_v06)
         if version is EntryPointVersion.V07:
             entry_point = self.deployment.entry_point_v07
             factory = self.deployment.simple_account_factory_v07
@@ -169,9 +178,13 @@ async def served_devnet(
                     await rpc.request("anvil_mine", ["0x1"])
                 init = FACTORY.bytecode + bytes(12) + address_bytes(chain.deployment.entry_point)
                 plan = plan_contract("simple", "SimpleAccountFactory", ENTRYWAY_SALT, init)
-                await ContractDeployer(eth, Transactor(eth, devnet.keys.operator, CHAIN_ID)).ensure(
-                    plan
+                deployer = ContractDeployer(eth, Transactor(eth, devnet.keys.operator, CHAIN_ID))
+                await deployer.ensure(plan)
+                init = FACTORY_V06.bytecode + bytes(12) + address_bytes(V06.address)
+                plan_v06 = plan_contract(
+                    "simpleV06", "SimpleAccountFactoryV06", ENTRYWAY_SALT, init
                 )
+                await deployer.ensure(plan_v06)
                 port = free_port()
                 trusted = ["--trusted-entity", plan.address] if trust_factory else []
                 proc = await asyncio.create_subprocess_exec(
@@ -187,6 +200,7 @@ async def served_devnet(
                         chain.deployment,
                         plan.address,
                         proc.pid,
+                        plan_v06.address,
                     )
                     async with JsonRpcClient(served.rpc_url) as probe:
                         for _ in range(100):

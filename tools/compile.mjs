@@ -96,9 +96,10 @@ writeArtifacts(compile(paymasterV07, []), paymasterV07, "");
 writeArtifacts(compile(v07Targets, [v07Remapping]), v07Targets, "V07");
 const compiledV07 = Object.values(v07Targets).flat().map((n) => `${n}V07`);
 
-// The audited EntryPoint releases (v0.8, and v0.7 through its npm alias) and their reference
+// The audited EntryPoint releases (v0.8, and v0.7 and v0.6 through their npm aliases) and their reference
 // accounts are used as published, not recompiled: their artifacts are copied so the service can
-// deploy without node_modules. v0.7's get a "V07" suffix (EntryPointV07.json and so on).
+// deploy without node_modules. v0.7's get a "V07" suffix (EntryPointV07.json and so on), v0.6's
+// a "V06" one.
 const releases = [
   {
     dir: "node_modules/@account-abstraction/contracts",
@@ -109,6 +110,12 @@ const releases = [
     dir: "node_modules/@account-abstraction/contracts-v07",
     suffix: "V07",
     names: ["EntryPoint", "EntryPointSimulations", "SimpleAccount", "SimpleAccountFactory"],
+  },
+  {
+    // v0.6 simulates inside the EntryPoint itself: it has no EntryPointSimulations.
+    dir: "node_modules/@account-abstraction/contracts-v06",
+    suffix: "V06",
+    names: ["EntryPoint", "SimpleAccount", "SimpleAccountFactory"],
   },
 ];
 const vendored = [];

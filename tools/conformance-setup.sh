@@ -68,6 +68,12 @@ case $release in
   v0.6)
     git -c protocol.file.allow=always -c "submodule.account-abstraction.url=$aa_url" \
       submodule update --init @account-abstraction
+    # tests/conftest.py reads the EntryPoint's ABI from a Hardhat build output the submodule
+    # lacks: the npm 0.6.0 release's artifact (this repository's node_modules) serves.
+    artifact=@account-abstraction/artifacts/contracts/core/EntryPoint.sol
+    mkdir -p "$artifact"
+    cp "$(dirname "$standin")/../node_modules/@account-abstraction/contracts-v06/artifacts/EntryPoint.json" \
+      "$artifact/EntryPoint.json"
     ;;
 esac
 

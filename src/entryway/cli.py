@@ -381,7 +381,10 @@ def bundler(
     beneficiary: Annotated[str | None, typer.Option(help="Who receives bundle fees.")] = None,
     deploy_entry_point: Annotated[
         bool,
-        typer.Option(help="Deploy EntryPoint v0.8 and v0.7 first where the chain lacks them."),
+        typer.Option(
+            help="Deploy EntryPoint v0.8 and v0.7 first where the chain lacks them (and, on"
+            " anvil, place v0.6 at its canonical address)."
+        ),
     ] = False,
     http_port: Annotated[
         int | None,

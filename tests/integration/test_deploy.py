@@ -19,7 +19,7 @@ from entryway.deploy.deployer import ContractDeployer, check_requirements
 from entryway.deploy.plan import DETERMINISTIC_DEPLOYER, plan_deployment
 from entryway.devnet.anvil import AnvilConfig, AnvilProcess
 from entryway.devnet.devnet import DEVNET_PAYMASTER_FUNDING, Devnet
-from entryway.domain.entry_points import V07, V08, EntryPointRelease
+from entryway.domain.entry_points import V06, V07, V08, EntryPointRelease
 from tests.integration.harness import NOTARY, Harness
 
 ENTRYWAY = str(Path(sys.executable).with_name("entryway"))
@@ -159,13 +159,15 @@ async def test_deploy_command_brings_up_a_bare_chain(tmp_path: Path) -> None:
             )
             assert code == 0, err
             checks = [line for line in lines if "requirement" in line]
-            assert [c["ok"] for c in checks] == [True] * 6
+            assert [c["ok"] for c in checks] == [True] * 7
             assert [c["requirement"] for c in checks][2:] == [
                 "chain active (fresh head)",
                 "RPC endpoint stable",
                 "EntryPoint v0.8 present or deployable",
                 "EntryPoint v0.7 present or deployable",
+                "EntryPoint v0.6 present or absent",
             ]
+            assert "cannot be deployed at its canonical address" in str(checks[6]["detail"])
             assert "block time 2 s" in str(checks[2]["detail"])  # Base's, from the registry
             assert "5/5 probes answered" in str(checks[3]["detail"])
             done = [line["done"] for line in lines if "done" in line]
@@ -262,7 +264,10 @@ async def test_foreign_code_at_the_entry_point_address_is_refused(tmp_path: Path
             plan = plan_deployment(Devnet(tmp_path, [84532]).keys.operator_addresses)
             await rpc.request("anvil_setCode", [plan.entry_point.address, "0x6001600055"])
             await rpc.request("anvil_setCode", [plan.entry_point_v07.address, "0x6001600055"])
+            await rpc.request("anvil_setCode", [V06.address, "0x6001600055"])
             checks = {c.requirement: c for c in await check_requirements(eth, 84532, plan)}
+            v06 = checks["EntryPoint v0.6 present or absent"]
+            assert (v06.ok, v06.detail) == (False, "other code at the EntryPoint v0.6 address")
             for version in ("v0.8", "v0.7"):
                 check = checks[f"EntryPoint {version} present or deployable"]
                 assert check.ok is False

@@ -30,13 +30,21 @@ def test_committed_artifacts_equal_a_fresh_compile(tmp_path: Path) -> None:
         ), f"{name} is stale: run `make contracts`"
 
 
+def _release_suffix(name: str) -> str:
+    return name[-3:] if name[-3:] in ("V06", "V07") else ""
+
+
 def test_vendored_entry_points_are_the_npm_releases() -> None:
-    packages = {"": ("contracts", "0.8.0"), "V07": ("contracts-v07", "0.7.0")}
-    for suffix, (package, version) in packages.items():
+    packages = {
+        "": ("contracts", "0.8.0", 4),
+        "V07": ("contracts-v07", "0.7.0", 4),
+        "V06": ("contracts-v06", "0.6.0", 3),  # v0.6 simulates in the EntryPoint itself
+    }
+    for suffix, (package, version, count) in packages.items():
         npm = ROOT / "node_modules" / "@account-abstraction" / package
         assert json.loads((npm / "package.json").read_text())["version"] == version
-        names = [n for n in VENDORED_CONTRACTS if n.endswith("V07") == (suffix == "V07")]
-        assert len(names) == 4, suffix
+        names = [n for n in VENDORED_CONTRACTS if _release_suffix(n) == suffix]
+        assert len(names) == count, suffix
         for name in names:
             published = json.loads(
                 (npm / "artifacts" / f"{name.removesuffix(suffix)}.json").read_text()

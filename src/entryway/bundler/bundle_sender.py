@@ -100,7 +100,7 @@ class BundleSender:
         if not ops:
             log.info("nothing to bundle (%d ops in the mempool)", len(self.bundler.mempool))
             return None
-        gas = sum(e.max_gas for e in ops) + BUNDLE_OVERHEAD_GAS * 2
+        gas = sum(self.bundler.codec.bundle_gas(e.op) for e in ops) + BUNDLE_OVERHEAD_GAS * 2
         # The head _checked_bundle has just read (no second node call).
         block, _, base_fee = await self.bundler.head.now(max_age_s=HEAD_REUSE_S)
         priority = max(
@@ -172,9 +172,7 @@ class BundleSender:
         Returns the ops that passed with the calldata that passed (the bundle sends it)."""
         executor = self.bundler.executors[0].address
         while ops:
-            data = EP.encode_call(
-                "handleOps", [e.op.packed() for e in ops], self.bundler.beneficiary
-            )
+            data = self.bundler.codec.handle_ops([e.op for e in ops], self.bundler.beneficiary)
             # The bundle transaction applies EIP-7702 authorizations first; so must the check.
             delegations: dict[str, Any] = {}
             for e in ops:

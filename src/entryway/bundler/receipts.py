@@ -16,12 +16,12 @@ from eth_abi.abi import decode
 
 from entryway import contracts
 from entryway.bundler.gas.l1fee import L1FeeQuoter
-from entryway.bundler.rpc_types import user_operation_json
+from entryway.bundler.op_codec import codec_for
 from entryway.chain.finality import Finality
 from entryway.chain.rpc import EthClient
 from entryway.domain.eip7702 import delegate_of
 from entryway.domain.evm import checksum, hex_to_bytes, to_hex
-from entryway.domain.userop import UserOperation, user_op_hash
+from entryway.domain.userop import user_op_hash
 
 EP = contracts.load("EntryPoint").abi
 USER_OP_EVENT = EP.event_topic("UserOperationEvent")
@@ -121,12 +121,9 @@ class ReceiptReader:
         tx = await self.eth.rpc.request("eth_getTransactionByHash", [log["transactionHash"]])
         if tx is None or tx.get("blockHash") != log["blockHash"]:
             return None
-        data = hex_to_bytes(tx["input"])
-        if data[:4] != EP.selector("handleOps"):
-            return None
-        (ops, _beneficiary) = EP.decode_call("handleOps", data)
-        for packed in ops:
-            op = UserOperation.from_packed(packed)
+        codec = codec_for(self.entry_point)
+        ops = codec.ops_of_bundle(hex_to_bytes(tx["input"]))
+        for op in ops or ():
             delegate = None
             if op.is_eip7702:  # hashed with its delegate: read it off the sender's code
                 delegate = delegate_of(await self.eth.get_code(op.sender, tx["blockNumber"]))
@@ -134,7 +131,7 @@ class ReceiptReader:
                     continue
             if user_op_hash(op, self.entry_point, self.chain_id, delegate=delegate) == op_hash:
                 return {
-                    "userOperation": user_operation_json(op),
+                    "userOperation": codec.to_json(op),
                     "entryPoint": self.entry_point,
                     "transactionHash": tx["hash"],
                     "blockHash": tx["blockHash"],

@@ -8,12 +8,19 @@ from dataclasses import replace
 
 from entryway import contracts
 from entryway.bundler.gas.estimation import GasEstimator
+from entryway.bundler.gas.estimation_v06 import GasEstimatorV06
+from entryway.bundler.gas.l1fee import L1FeeQuoter
 from entryway.bundler.rpc_methods import BundlerRpc
 from entryway.bundler.service import Bundler, BundlerConfig
 from entryway.bundler.submission import TransactionManager
 from entryway.bundler.validation.simulation import Simulator, Validator
+from entryway.bundler.validation.simulation_v06 import (
+    SimulatorV06,
+    answers_as_v06,
+    sender_creator_v06,
+)
 from entryway.chain.rpc import EthClient
-from entryway.domain.entry_points import RELEASES, EntryPointVersion, release, version_at
+from entryway.domain.entry_points import RELEASES, V06, EntryPointVersion, release, version_at
 from entryway.domain.evm import checksum, create_address
 from entryway.errors import ConfigurationError
 
@@ -23,8 +30,11 @@ BundlerFactory = Callable[[EthClient, list[TransactionManager], Validator, Bundl
 
 async def sender_creator_of(eth: EthClient, entry_point: str) -> str:
     """The SenderCreator the EntryPoint made in its constructor (its first CREATE): v0.8
-    names it (`senderCreator()`); v0.7 keeps it private, so its address is derived."""
+    names it (`senderCreator()`); v0.7 keeps it private, so its address is derived; v0.6's
+    code holds it (simulation_v06.sender_creator_v06)."""
     version = version_at(entry_point)
+    if version is EntryPointVersion.V06:
+        return sender_creator_v06(entry_point, await eth.get_code(entry_point))
     if version is EntryPointVersion.V07:
         return create_address(entry_point, 1)
     abi = contracts.load(release(version).artifact("EntryPoint")).abi
@@ -34,10 +44,14 @@ async def sender_creator_of(eth: EthClient, entry_point: str) -> str:
 
 async def check_entry_point_code(eth: EthClient, entry_point: str, chain_id: int) -> None:
     """The EntryPoint is there, and is the release its address stands for."""
-    r = release(version_at(entry_point))
     code = await eth.get_code(entry_point)
     if not code:
         raise ConfigurationError(f"no EntryPoint at {entry_point} on chain {chain_id}")
+    if version_at(entry_point) is EntryPointVersion.V06:
+        if not await answers_as_v06(eth, entry_point, chain_id):
+            raise ConfigurationError(f"the code at {entry_point} is not EntryPoint v0.6")
+        return
+    r = release(version_at(entry_point))
     if not contracts.load(r.artifact("EntryPoint")).runtime_matches(code):
         raise ConfigurationError(f"the code at {entry_point} is not EntryPoint v{r.version}")
 
@@ -51,7 +65,25 @@ async def releases_present(eth: EthClient, besides: str) -> list[str]:
         code = await eth.get_code(r.address)
         if code and contracts.load(r.artifact("EntryPoint")).runtime_matches(code):
             found.append(r.address)
+    if V06.address.lower() != besides.lower() and await answers_as_v06(
+        eth, V06.address, await eth.chain_id()
+    ):
+        found.append(V06.address)
     return found
+
+
+def simulator_for(eth: EthClient, entry_point: str) -> Simulator:
+    if version_at(entry_point) is EntryPointVersion.V06:
+        return SimulatorV06(eth, entry_point)
+    return Simulator(eth, entry_point)
+
+
+def estimator_for(
+    eth: EthClient, entry_point: str, l1_fees: L1FeeQuoter | None
+) -> GasEstimator | GasEstimatorV06:
+    if version_at(entry_point) is EntryPointVersion.V06:
+        return GasEstimatorV06(eth, entry_point, l1_fees)
+    return GasEstimator(eth, entry_point, l1_fees)
 
 
 async def add_entry_point(
@@ -65,7 +97,7 @@ async def add_entry_point(
     rules = bundler.config.rules.for_version(version_at(entry_point))
     config = replace(bundler.config, entry_point=entry_point, rules=rules)
     validator = Validator(
-        Simulator(eth, entry_point),
+        simulator_for(eth, entry_point),
         await sender_creator_of(eth, entry_point),
         config.rules,
         config.chain_id,
@@ -74,6 +106,6 @@ async def add_entry_point(
     sibling = make(eth, bundler.executors, validator, config)
     sibling.head = bundler.head  # ops to either EntryPoint arriving together share a head read
     bundler.auto.join(sibling)  # each block's bundles, one per EntryPoint, built together
-    rpc = BundlerRpc(sibling, GasEstimator(eth, entry_point, sibling.l1_fees), debug=main.debug)
+    rpc = BundlerRpc(sibling, estimator_for(eth, entry_point, sibling.l1_fees), debug=main.debug)
     main.serve_also(rpc)
     return rpc

@@ -15,8 +15,6 @@ from entryway.bundler.reputation import ReputationEntry, ReputationStatus
 from entryway.bundler.rpc_types import (
     parse_address,
     parse_data,
-    parse_user_operation,
-    user_operation_json,
 )
 from entryway.bundler.service import BeforeMempool, Bundler
 from entryway.bundler.states import BundlingMode, OpStatus
@@ -175,8 +173,9 @@ class BundlerRpc:
     async def send_user_operation(
         self, params: list[Any], before_mempool: BeforeMempool | None = None
     ) -> str:
-        op = parse_user_operation(_param(params, 0, "userOp"))
+        raw = _param(params, 0, "userOp")
         target = self.for_entry_point(_param(params, 1, "entryPoint"))
+        op = target.bundler.codec.parse(raw)
         return to_hex(await target.bundler.send(op, before_mempool=before_mempool))
 
     async def estimate_user_operation_gas(self, params: list[Any]) -> dict[str, str]:
@@ -195,9 +194,9 @@ class BundlerRpc:
                 },
                 **{k: v for k, v in raw.items() if v is not None},
             }
-        op = parse_user_operation(raw)
-        check_bounds(op, self.bundler.config.sanity)
         target = self.for_entry_point(_param(params, 1, "entryPoint"))
+        op = target.bundler.codec.parse(raw)
+        check_bounds(op, self.bundler.config.sanity)
         target.bundler.check_supported(op)
         override = params[2] if len(params) > 2 and isinstance(params[2], dict) else None
         return (await target.estimator.estimate(op, override)).to_json()
@@ -214,7 +213,7 @@ class BundlerRpc:
         pending = await self.bundler.pending_op(op_hash)
         if pending is not None:
             return {
-                "userOperation": user_operation_json(pending),
+                "userOperation": self.bundler.codec.to_json(pending),
                 "entryPoint": self.bundler.config.entry_point,
                 "transactionHash": None,
                 "blockHash": None,
@@ -292,7 +291,7 @@ class BundlerRpc:
 
     async def dump_mempool(self, params: list[Any]) -> list[dict[str, Any]]:
         bundler = self._routed(params, 0).bundler
-        return [user_operation_json(e.op) for e in bundler.mempool.entries()]
+        return [bundler.codec.to_json(e.op) for e in bundler.mempool.entries()]
 
     async def send_bundle_now(self, params: list[Any]) -> str:
         """A bundle per EntryPoint with ops waiting, each returned once mined."""
@@ -356,7 +355,7 @@ class BundlerRpc:
             raise invalid_params("userOps must be an array")
         bundler = self._routed(params, 1).bundler
         for raw in ops:
-            await bundler.add_unchecked(parse_user_operation(raw))
+            await bundler.add_unchecked(bundler.codec.parse(raw))
         return "ok"
 
     async def get_stake_status(self, params: list[Any]) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from entryway.bundler.gas.l1fee import L1FeeQuoter
 from entryway.bundler.gas.pvg import minimum_pre_verification_gas, pre_verification_gas
 from entryway.bundler.head import ChainHead
 from entryway.bundler.mempool import Mempool, MempoolEntry, MempoolLimits
+from entryway.bundler.op_codec import codec_for
 from entryway.bundler.receipts import ReceiptReader
 from entryway.bundler.reorged import ReorgedOps
 from entryway.bundler.reputation import Reputation, ReputationStatus
@@ -36,7 +37,7 @@ from entryway.bundler.validation.simulation import (
 )
 from entryway.chain.rpc import EthClient
 from entryway.domain.eip7702 import delegate_of
-from entryway.domain.entry_points import EntryPointRelease, release, version_at
+from entryway.domain.entry_points import EntryPointRelease, release, release_at, version_at
 from entryway.domain.userop import UserOperation, user_op_hash
 
 log = logging.getLogger("entryway.bundler")
@@ -69,7 +70,7 @@ class BundlerConfig:
     @property
     def release(self) -> EntryPointRelease:
         """The EntryPoint release served (its canonical address says which; else v0.8)."""
-        return release(version_at(self.entry_point))
+        return release_at(self.entry_point) or release(version_at(self.entry_point))
 
 
 class Bundler:
@@ -88,6 +89,7 @@ class Bundler:
         self.executors = executors
         self.validator = validator
         self.config = config
+        self.codec = codec_for(config.entry_point)  # the release's op shapes
         self.mode = config.mode
         self.reputation = Reputation(trusted=config.trusted_entities)
         self.mempool = Mempool(self.reputation, config.mempool)

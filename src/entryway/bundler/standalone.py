@@ -11,13 +11,14 @@ from eth_account import Account
 from eth_account.signers.local import LocalAccount
 
 from entryway.bundler.bundling import BundleLimits, block_gas_share_percent
-from entryway.bundler.gas.estimation import GasEstimator
 from entryway.bundler.releases import (
     BundlerFactory,
     add_entry_point,
     check_entry_point_code,
+    estimator_for,
     releases_present,
     sender_creator_of,
+    simulator_for,
 )
 from entryway.bundler.rpc_methods import BundlerRpc
 from entryway.bundler.service import Bundler, BundlerConfig
@@ -25,11 +26,12 @@ from entryway.bundler.states import BundlingMode
 from entryway.bundler.submission import TransactionManager
 from entryway.bundler.validation.rules import RuleSettings
 from entryway.bundler.validation.sanity import SanityLimits
-from entryway.bundler.validation.simulation import Simulator, Validator
+from entryway.bundler.validation.simulation import Validator
 from entryway.chain.rpc import EthClient
 from entryway.chain.transactor import Transactor
 from entryway.deploy.deployer import ContractDeployer
 from entryway.deploy.plan import Operator, plan_deployment
+from entryway.devnet.entry_point_v06 import place_entry_point_v06
 from entryway.domain.entry_points import version_at
 from entryway.domain.evm import checksum
 from entryway.domain.networks import FeeRules, fee_rules_for
@@ -94,12 +96,20 @@ def read_executor_keys(files: list[Path]) -> tuple[LocalAccount, ...]:
 
 
 async def deploy_entry_points(eth: EthClient, key: LocalAccount, chain_id: int) -> None:
-    """Every EntryPoint release (v0.8, v0.7) the chain lacks, at its canonical address."""
+    """Every EntryPoint release (v0.8, v0.7) the chain lacks, at its canonical address; and
+    v0.6, on a development node that lets code be set (anvil), placed as devnets place it."""
     deployer = ContractDeployer(eth, Transactor(eth, key, chain_id))
     plan = plan_deployment(Operator(key.address, key.address, key.address))
     await deployer.ensure_deterministic_deployer()
     for entry_point in (plan.entry_point, plan.entry_point_v07):
         await deployer.ensure(entry_point)
+    # Only anvil lets code be set; elsewhere a copy of the npm release would be gas spent on
+    # code the canonical address never runs.
+    client = str(await eth.rpc.request("web3_clientVersion", []))
+    if client.lower().startswith("anvil"):
+        await place_entry_point_v06(eth.rpc, deployer)
+    else:
+        log.info("EntryPoint v0.6 not placed: %s is not anvil", client)
 
 
 async def build_bundler(
@@ -141,11 +151,11 @@ async def build_bundler(
         trusted_entities=settings.trusted_entities,
     )
     validator = Validator(
-        Simulator(eth, entry_point), sender_creator, rules, chain_id, tracing=settings.tracing
+        simulator_for(eth, entry_point), sender_creator, rules, chain_id, tracing=settings.tracing
     )
     executors = [TransactionManager(eth, key, chain_id) for key in settings.executor_keys]
     bundler = make(eth, executors, validator, config)
-    estimator = GasEstimator(eth, entry_point, bundler.l1_fees)
+    estimator = estimator_for(eth, entry_point, bundler.l1_fees)
     rpc = BundlerRpc(bundler, estimator, debug=settings.debug_rpc)
     others = settings.also_entry_points
     if others is None:

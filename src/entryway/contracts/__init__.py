@@ -1,6 +1,6 @@
 """Compiled contracts shipped inside the package: Entryway's own, built from `contracts/` by
-`make contracts`, and the EntryPoint v0.8 and v0.7 releases copied from their npm packages
-(v0.7's named with a "V07" suffix)."""
+`make contracts`, and the EntryPoint v0.8, v0.7 and v0.6 releases copied from their npm
+packages (v0.7's named with a "V07" suffix, v0.6's with "V06")."""
 
 from __future__ import annotations
 
@@ -29,6 +29,9 @@ VENDORED_CONTRACTS = (
     "EntryPointSimulationsV07",
     "SimpleAccountV07",
     "SimpleAccountFactoryV07",
+    "EntryPointV06",
+    "SimpleAccountV06",
+    "SimpleAccountFactoryV06",
 )
 SIMULATION_CONTRACTS = ("EntrywaySimulations",)
 TEST_CONTRACTS = (

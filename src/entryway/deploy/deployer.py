@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from eth_abi.abi import encode
 
 from entryway import contracts
+from entryway.bundler.validation.simulation_v06 import answers_as_v06
 from entryway.chain.rpc import EthClient, RpcError, RpcTransportError
 from entryway.chain.transactor import Transactor
 from entryway.deploy.plan import (
@@ -29,7 +30,7 @@ from entryway.deploy.rpc_health import (
     probe_stability,
     stability,
 )
-from entryway.domain.entry_points import V07, V08, EntryPointRelease
+from entryway.domain.entry_points import V06, V07, V08, EntryPointRelease
 from entryway.errors import EntrywayError
 
 
@@ -181,7 +182,23 @@ async def check_requirements(
     checks += await _activity_checks(eth, probe or eth, expected_chain_id, block, thresholds)
     for release, entry_point in ((V08, plan.entry_point), (V07, plan.entry_point_v07)):
         checks.append(await _entry_point_check(eth, release, entry_point))
+    checks.append(await _entry_point_v06_check(eth, chain_id))
     return checks
+
+
+async def _entry_point_v06_check(eth: EthClient, chain_id: int) -> RequirementCheck:
+    """v0.6 is served where the chain carries it; no salt puts it at its canonical address,
+    so it is never deployed, and its absence is no failure."""
+    what = "EntryPoint v0.6"
+    if not await eth.get_code(V06.address):
+        detail = (
+            f"no {what}: it cannot be deployed at its canonical address, "
+            "so v0.6 ops are not served on this network"
+        )
+        return RequirementCheck(f"{what} present or absent", True, detail)
+    if await answers_as_v06(eth, V06.address, chain_id):
+        return RequirementCheck(f"{what} present or absent", True, f"{what} present")
+    return RequirementCheck(f"{what} present or absent", False, f"other code at the {what} address")
 
 
 async def _activity_checks(

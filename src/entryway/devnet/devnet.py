@@ -21,6 +21,7 @@ from entryway.chain.transactor import Transactor
 from entryway.deploy.deployer import ContractDeployer, Deployment, PaymasterFunding
 from entryway.deploy.plan import Operator, plan_deployment
 from entryway.devnet.anvil import AnvilConfig, AnvilProcess, free_port
+from entryway.devnet.entry_point_v06 import place_entry_point_v06
 from entryway.devnet.fee_layer import FeeLayer
 from entryway.devnet.fees import DevnetFees, devnet_fees
 from entryway.devnet.ownership import ensure_port_free, reap_leftover
@@ -189,6 +190,7 @@ class Devnet:
             deployer = ContractDeployer(eth, Transactor(eth, self.keys.operator, chain_id))
             plan = plan_deployment(self.keys.operator_addresses)
             deployment, done = await deployer.deploy(plan, DEVNET_PAYMASTER_FUNDING)
+            done += await place_entry_point_v06(rpc, deployer)
         return DevnetChain(chain_id, rpc_url, deployment, tuple(done))
 
     async def stop(self) -> None:

@@ -5,6 +5,11 @@ events; they differ in the userOpHash (v0.7: an ABI-encoded digest; v0.8: EIP-71
 EIP-7702 support (v0.8 only), and in their simulation contracts. Each release is deployed by
 Arachnid's deterministic deployer with the salt eth-infinitism used, so it sits at the same
 address on every chain.
+
+v0.6 is older and apart: its UserOperation is unpacked (nine gas and fee fields of their own, one
+`paymasterAndData`), its hash is its own and it simulates inside the EntryPoint. Its npm
+release does not compile to the code deployed at its canonical address, so it has no salt:
+real chains already carry it, and a devnet copies the npm release's runtime code there.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from enum import StrEnum
 
 
 class EntryPointVersion(StrEnum):
+    V06 = "0.6"
     V07 = "0.7"
     V08 = "0.8"
 
@@ -23,6 +29,7 @@ class EntryPointRelease:
     version: EntryPointVersion
     address: str  # canonical, checksummed
     salt: str  # the deterministic deployer's salt that puts the release's code at `address`
+    # ("" for v0.6: no salt puts its npm code there)
     package: str  # the npm release its artifacts come from
     artifact_suffix: str  # "" for v0.8's artifacts, "V07" for EntryPointV07.json and kin
     supports_eip7702: bool
@@ -48,15 +55,25 @@ V08 = EntryPointRelease(
     "",
     supports_eip7702=True,
 )
+V06 = EntryPointRelease(
+    EntryPointVersion.V06,
+    "0x5FF137D4b0FDCD49DcA30c7CF57E578a026d2789",
+    "",
+    "@account-abstraction/contracts@0.6.0",
+    "V06",
+    supports_eip7702=False,
+)
+# The releases taking the packed UserOperation; v0.6 (unpacked) is served by its own code.
 RELEASES: dict[EntryPointVersion, EntryPointRelease] = {r.version: r for r in (V07, V08)}
 DEFAULT_VERSION = EntryPointVersion.V08
-_BY_ADDRESS = {r.address.lower(): r for r in RELEASES.values()}
+_BY_ADDRESS = {r.address.lower(): r for r in (*RELEASES.values(), V06)}
 
 
 def release(version: EntryPointVersion | str) -> EntryPointRelease:
+    """A release taking the packed UserOperation (v0.6's own code asks for `V06` itself)."""
     try:
         return RELEASES[EntryPointVersion(version)]
-    except ValueError:
+    except (ValueError, KeyError):
         supported = ", ".join(v.value for v in RELEASES)
         raise ValueError(
             f"unsupported EntryPoint version {version!r} (supported: {supported})"

@@ -1,5 +1,5 @@
 """ERC-4337 UserOperations: the RPC (unpacked) form, the on-chain packed form, the hash
-(EntryPoint v0.7 and v0.8)."""
+(EntryPoint v0.7 and v0.8; a v0.6 op travels as one of these, `from_v06`/`as_v06`)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from eth_abi.abi import encode
 from entryway.domain.eip7702 import MARKER, Authorization
 from entryway.domain.entry_points import EntryPointVersion, version_at
 from entryway.domain.evm import address_bytes, checksum, keccak
+from entryway.domain.userop_v06 import UserOperationV06, user_op_hash_v06
 
 PACKED_USEROP_TYPEHASH = keccak(
     b"PackedUserOperation(address sender,uint256 nonce,bytes initCode,bytes callData,"
@@ -165,6 +166,53 @@ class UserOperation:
         )
 
     @classmethod
+    def from_v06(cls, op: UserOperationV06) -> UserOperation:
+        """A v0.6 op in this form: its factory and paymaster split from their byte fields, no
+        paymaster gas limits (v0.6 has none). `as_v06` gives it back unchanged."""
+        for name, field in (
+            ("initCode", op.init_code),
+            ("paymasterAndData", op.paymaster_and_data),
+        ):
+            if 0 < len(field) < 20:
+                raise ValueError(f"{name} must be empty or start with a 20-byte address")
+        return cls(
+            sender=checksum(op.sender),
+            nonce=op.nonce,
+            call_data=op.call_data,
+            call_gas_limit=op.call_gas_limit,
+            verification_gas_limit=op.verification_gas_limit,
+            pre_verification_gas=op.pre_verification_gas,
+            max_fee_per_gas=op.max_fee_per_gas,
+            max_priority_fee_per_gas=op.max_priority_fee_per_gas,
+            signature=op.signature,
+            factory=op.factory,
+            factory_data=op.init_code[20:],
+            paymaster=op.paymaster,
+            paymaster_data=op.paymaster_and_data[20:],
+        )
+
+    def as_v06(self) -> UserOperationV06:
+        """This op as EntryPoint v0.6 takes it; ValueError for what v0.6 cannot carry."""
+        if self.paymaster_verification_gas_limit or self.paymaster_post_op_gas_limit:
+            raise ValueError("EntryPoint v0.6 has no paymaster gas limits")
+        if self.is_eip7702 or self.eip7702_auth is not None:
+            raise ValueError("EntryPoint v0.6 does not support EIP-7702 senders")
+        paymaster = b"" if self.paymaster is None else address_bytes(self.paymaster)
+        return UserOperationV06(
+            sender=self.sender,
+            nonce=self.nonce,
+            init_code=self.init_code,
+            call_data=self.call_data,
+            call_gas_limit=self.call_gas_limit,
+            verification_gas_limit=self.verification_gas_limit,
+            pre_verification_gas=self.pre_verification_gas,
+            max_fee_per_gas=self.max_fee_per_gas,
+            max_priority_fee_per_gas=self.max_priority_fee_per_gas,
+            paymaster_and_data=paymaster + self.paymaster_data if paymaster else b"",
+            signature=self.signature,
+        )
+
+    @classmethod
     def from_packed(
         cls, packed: tuple[str, int, bytes, bytes, bytes, int, bytes, bytes, bytes]
     ) -> UserOperation:
@@ -248,13 +296,17 @@ def user_op_hash(
     is the one its address says: entry_points.version_at).
 
     v0.7: keccak of the ABI encoding of (keccak of the op's eight packed fields, the
-    EntryPoint, the chain id). v0.8: an EIP-712 digest under the EntryPoint's domain.
+    EntryPoint, the chain id). v0.8: an EIP-712 digest under the EntryPoint's domain. v0.6:
+    userop_v06.user_op_hash_v06 of the op's v0.6 form.
 
     For an EIP-7702 sender (initCode starting with the 0x7702 marker) the EntryPoint hashes
     the address the sender delegates to, followed by the rest of the initCode, in place of
     the initCode: `delegate` (from the op's authorization, or the sender's code) says which.
     """
-    if (version or version_at(entry_point)) is EntryPointVersion.V07:
+    version = version or version_at(entry_point)
+    if version is EntryPointVersion.V06:
+        return user_op_hash_v06(op.as_v06(), entry_point, chain_id)
+    if version is EntryPointVersion.V07:
         if op.is_eip7702:
             raise ValueError("EntryPoint v0.7 does not support EIP-7702 senders")
         inner = user_op_struct_hash(op, typehash=b"")

@@ -6,7 +6,7 @@ import pytest
 
 from entryway.bundler.gas.estimation import MAX_VERIFICATION_GAS
 from entryway.bundler.rpc_types import user_operation_json
-from entryway.domain.entry_points import V07
+from entryway.domain.entry_points import V06, V07
 from entryway.domain.userop import UserOperation
 from tests.integration.bundler.conftest import RpcClient
 from tests.integration.harness import ACCOUNT, COUNTER, EP, ETHER, Harness
@@ -24,7 +24,8 @@ async def test_chain_id_and_entry_points(client: RpcClient, harness: Harness) ->
     assert await client.result("eth_chainId") == hex(harness.chain_id)
     assert await client.result("eth_supportedEntryPoints") == [
         harness.deployment.entry_point,
-        V07.address,  # the devnet carries v0.7 too; the bundler serves each EntryPoint found
+        V07.address,  # the devnet carries v0.7 and v0.6 too; the bundler serves each found
+        V06.address,
     ]
 
 
@@ -161,7 +162,7 @@ async def test_unsupported_entry_point_and_unknown_method(
     error = await client.error(
         "eth_sendUserOperation",
         user_operation_json(op),
-        "0x5FF137D4b0FDCD49DcA30c7CF57E578a026d2789",  # v0.6: not served
+        "0x" + "12" * 20,  # no EntryPoint this bundler serves
     )
     assert error["code"] == INVALID_PARAMS and "unsupported EntryPoint" in error["message"]
     assert (await client.error("eth_noSuchMethod"))["code"] == -32601

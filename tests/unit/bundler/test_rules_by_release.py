@@ -45,6 +45,7 @@ def rules(version: EntryPointVersion) -> list[str]:
 def test_staked_factory_covers_an_unstaked_paymaster_on_v08_only() -> None:
     assert rules(EntryPointVersion.V08) == []
     assert rules(EntryPointVersion.V07) == ["STO-022"]
+    assert rules(EntryPointVersion.V06) == ["STO-022"]
 
 
 @pytest.mark.parametrize("version", list(EntryPointVersion))
@@ -59,10 +60,11 @@ def test_a_staked_paymaster_or_unstaked_factory_is_judged_alike(
     assert [v.rule for v in found] == ["STO-022"]
 
 
-def test_an_unstaked_paymasters_context_is_refused_on_v08_only() -> None:
+def test_an_unstaked_paymasters_context_is_refused_on_v08_and_v06() -> None:
     empty = ValidationTrace({}, [])
     who = entities(factory_stake=STAKED, paymaster_stake=UNSTAKED)
     v08 = check(empty, who, BASE.for_version(EntryPointVersion.V08), b"\x01")
     v07 = check(empty, who, BASE.for_version(EntryPointVersion.V07), b"\x01")
-    assert [v.rule for v in v08] == ["EREP-050"]
+    v06 = check(empty, who, BASE.for_version(EntryPointVersion.V06), b"\x01")
+    assert [v.rule for v in v08] == [v.rule for v in v06] == ["EREP-050"]
     assert v07 == []

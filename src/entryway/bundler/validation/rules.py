@@ -58,8 +58,12 @@ class RuleSettings:
 
     def for_version(self, version: EntryPointVersion) -> RuleSettings:
         """These settings with the rules of `version`'s mempool."""
-        v08 = version is not EntryPointVersion.V07
-        return replace(self, paymaster_context_needs_stake=v08, staked_factory_covers_paymaster=v08)
+        v07 = version is EntryPointVersion.V07
+        v08 = version not in (EntryPointVersion.V06, EntryPointVersion.V07)
+        # v0.6's mempool, like v0.8's, wants a paymaster returning a context staked.
+        return replace(
+            self, paymaster_context_needs_stake=not v07, staked_factory_covers_paymaster=v08
+        )
 
     def is_staked(self, info: StakeInfo | None) -> bool:
         return (

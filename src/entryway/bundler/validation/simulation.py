@@ -98,6 +98,9 @@ def simulation_artifacts(
 class Simulator:
     """Runs the EntryPoint release's EntryPointSimulations against the live chain state."""
 
+    # Whether `trace_replay` may stand in for a traced `simulateValidation`.
+    replays = True
+
     def __init__(
         self, eth: EthClient, entry_point: str, version: EntryPointVersion | None = None
     ) -> None:
@@ -142,6 +145,19 @@ class Simulator:
         """debug_traceCall of EntryPointSimulations' `fn` at the EntryPoint."""
         data = self.simulations.abi.encode_call(fn, *args)
         return await self._trace(data, self.override, tracer, extra)
+
+    async def trace_validation(
+        self, op: UserOperation, tracer: str | None = None, extra: dict[str, Any] | None = None
+    ) -> Any:
+        """debug_traceCall of `simulateValidation(op)` itself."""
+        return await self.trace("simulateValidation", op.packed(), tracer=tracer, extra=extra)
+
+    def traced_result(self, result: Any) -> tuple[Any, ...]:
+        """`simulateValidation`'s result from its trace, as `simulate_validation` gives it."""
+        output = hex_to_bytes(result.get("returnValue") or "0x")
+        if result.get("failed"):
+            raise revert_error(output, "simulateValidation reverted")
+        return self.simulations.abi.decode_output("simulateValidation", output)
 
     async def trace_replay(
         self, calls: ValidationCalls, tracer: str | None = None, extra: dict[str, Any] | None = None
@@ -228,7 +244,7 @@ class Validator:
     async def _traced(
         self, op: UserOperation, extra: dict[str, Any] | None, op_hash: bytes | None
     ) -> ValidationOutcome:
-        if op.is_eip7702:
+        if op.is_eip7702 or not self.simulator.replays:
             return await self._judged(op, extra, *await self._trace_simulation(op, extra))
         if op_hash is None:
             op_hash = user_op_hash(
@@ -256,14 +272,8 @@ class Validator:
     async def _trace_simulation(
         self, op: UserOperation, extra: dict[str, Any] | None
     ) -> tuple[ValidationOutcome, Any, None]:
-        result = await self.simulator.trace("simulateValidation", op.packed(), extra=extra)
-        output = hex_to_bytes(result.get("returnValue") or "0x")
-        if result.get("failed"):
-            raise revert_error(output, "simulateValidation reverted")
-        outcome = _outcome(
-            self.simulator.simulations.abi.decode_output("simulateValidation", output)
-        )
-        return outcome, result["structLogs"], None
+        result = await self.simulator.trace_validation(op, extra=extra)
+        return _outcome(self.simulator.traced_result(result)), result["structLogs"], None
 
     async def _judged(
         self,
@@ -297,8 +307,8 @@ class Validator:
             violations = check(trace, who, self.settings, context)
         except PreimagesNeeded:
             if replayed_calls is None:
-                preimages = await self.simulator.trace(
-                    "simulateValidation", op.packed(), tracer=KECCAK_COLLECTOR, extra=extra
+                preimages = await self.simulator.trace_validation(
+                    op, tracer=KECCAK_COLLECTOR, extra=extra
                 )
             else:
                 preimages = await self.simulator.trace_replay(
