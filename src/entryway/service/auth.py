@@ -30,6 +30,7 @@ async def current_caller(
         caller = await services.store.authenticate(_presented_key(request))
     except InvalidApiKeyError as exc:
         raise invalid_api_key(str(exc)) from None
+    request.state.caller = caller  # for the request log (service/call_recording.py)
     limiter = services.platform.limiter
     if limiter is not None:
         decision = await limiter.hit(caller.plan, caller.project_id)
