@@ -67,3 +67,9 @@ def test_an_execution_revert_carries_its_decoded_reason() -> None:
     data = {"revertData": _error_string("transfer failed")}
     text = explain(-32521, "UserOperation execution reverted", data)
     assert text is not None and text.endswith('Revert reason: Error("transfer failed").')
+
+
+def test_the_rule_in_data_is_explained_when_the_message_does_not_name_it() -> None:
+    text = explain(-32502, "factory uses banned opcode: TIMESTAMP", {"rule": "OP-011"})
+    assert text is not None
+    assert text.startswith("OP-011: the factory used a banned opcode (TIMESTAMP)")

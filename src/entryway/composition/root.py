@@ -160,8 +160,8 @@ async def build_services(
         if serving:
             await platform.meter.start()
             stack.push_async_callback(platform.meter.stop)
-            await services.request_log.start()
-            stack.push_async_callback(services.request_log.stop)
+            stack.push_async_callback(services.request_log.close)
+            _background(stack, services.request_log.run_forever())
             _background(stack, _close_cycles_forever(services))
             _background(
                 stack, watch_overdue_forever(SupportRequests(engine), services.support_targets)

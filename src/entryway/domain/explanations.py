@@ -208,12 +208,15 @@ def explain(code: int, message: str, data: object = None) -> str | None:
     """The plain explanation of a JSON-RPC error, with the fix; None when it needs none."""
     parts: list[str] = []
     aa = _AA.search(message)
-    rule = _RULE.search(message)
+    found = _RULE.search(message)
+    rule = found.group(1) if found else None
+    if isinstance(data, dict) and str(data.get("rule")) in RULES:
+        rule = str(data["rule"])
     if aa is not None and f"AA{aa.group(1)}" in AA_CODES:
         meaning, fix = AA_CODES[f"AA{aa.group(1)}"]
         parts.append(f"AA{aa.group(1)}: {meaning}. Fix: {fix}.")
-    elif rule is not None and rule.group(1) in RULES:
-        parts.append(_rule_text(rule.group(1), message))
+    elif rule in RULES:
+        parts.append(_rule_text(rule, message))
     elif isinstance(data, dict) and str(data.get("rule")) in POLICY_RULES:
         parts.append(f"Sponsorship refused ({data['rule']}): {POLICY_RULES[str(data['rule'])]}.")
     elif code in BY_CODE:

@@ -51,7 +51,6 @@ class RequestRecorder:
         self._logged: dict[str, int] = {}  # project -> calls logged one by one this minute
         self._summaries: dict[tuple[str, str], LoggedCall] = {}  # (project, method) over cap
         self.dropped = 0
-        self._task: asyncio.Task[None] | None = None
 
     def record(self, call: LoggedCall) -> None:
         minute = f"{call.at:%Y-%m-%dT%H:%M}"
@@ -97,19 +96,13 @@ class RequestRecorder:
     async def prune(self) -> int:
         return await self.records.prune(self.retention, self.clock())
 
-    async def start(self) -> None:
-        self._task = asyncio.create_task(self._forever())
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+    async def close(self) -> None:
+        """Write what is left (at shutdown, once `run_forever` is cancelled)."""
         self._close_minute()
         with contextlib.suppress(Exception):
             await self.flush()
 
-    async def _forever(self) -> None:
+    async def run_forever(self) -> None:
         since_prune = PRUNE_SECONDS  # prune once at start
         while True:
             try:
