@@ -20,7 +20,7 @@ from entryway.storage.store import Caller
 
 MAX_MESSAGE = 500  # characters of an error's message kept
 _PROBLEM_BODY = 8192  # bytes of a refusal's body read for its code and detail
-OP_METHODS = ("eth_sendUserOperation", "eth_estimateUserOperationGas")
+RPC_LOGGED = "rpc_logged"  # on the request's state once the JSON-RPC route logged a call
 
 
 class CallRecording:
@@ -32,7 +32,7 @@ class CallRecording:
         self.services = services
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"].startswith("/rpc/"):
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         started = time.perf_counter_ns()
@@ -50,9 +50,12 @@ class CallRecording:
         try:
             await self.app(scope, receive, watched)
         finally:
-            caller = (scope.get("state") or {}).get("caller")
+            state = scope.get("state") or {}
+            caller = state.get("caller")
             recorder = self.services.request_log
-            if isinstance(caller, Caller) and recorder is not None:
+            # A JSON-RPC call is logged by its route; here only a request refused before
+            # any call ran (rate limit, chain access), as `POST /rpc/{chain_id}`.
+            if isinstance(caller, Caller) and recorder is not None and not state.get(RPC_LOGGED):
                 route = getattr(scope.get("route"), "path", None) or "unrouted"
                 code, detail = _problem(bytes(refusal)) if status >= 400 else (None, None)
                 recorder.record(
@@ -60,7 +63,7 @@ class CallRecording:
                         project_id=caller.project_id,
                         at=datetime.now(UTC),
                         key_prefix=caller.key_id,
-                        chain_id=_chain_of(scope),
+                        chain_id=_chain_of(scope, route),
                         method=f"{scope['method']} {route}",
                         outcome="ok" if status < 400 else "error",
                         http_status=status,
@@ -81,7 +84,10 @@ def _problem(body: bytes) -> tuple[str | None, str | None]:
     return (str(doc["code"]) if "code" in doc else None), detail
 
 
-def _chain_of(scope: Scope) -> int | None:
+def _chain_of(scope: Scope, route: str) -> int | None:
+    if route == "/rpc/{chain_id}":
+        chain = str(scope.get("path_params", {}).get("chain_id", ""))
+        return int(chain) if chain.isdigit() and len(chain) <= 16 else None
     for part in scope.get("query_string", b"").decode("latin-1").split("&"):
         name, _, value = part.partition("=")
         if name == "chainId" and value.isdigit() and len(value) <= 16:

@@ -23,7 +23,7 @@ from entryway.paymaster.erc7677 import PaymasterCaller, PaymasterRpc
 from entryway.paymaster.ports import ENTRYWAY
 from entryway.paymaster.relay_accounting import RelayAccounting, op_usage_key
 from entryway.service.auth import CurrentCaller
-from entryway.service.call_recording import explained, rpc_call
+from entryway.service.call_recording import RPC_LOGGED, explained, rpc_call
 from entryway.service.chain_access import NODE_RETRY_AFTER_S, ChainGate
 from entryway.service.edge import REQUEST_ID_HEADER, request_id_of
 from entryway.service.limits import RequestLimits
@@ -251,6 +251,7 @@ async def _one(
     explanation = explained(answer)
     recorder = request.app.state.services.request_log
     if recorder is not None:
+        setattr(request.state, RPC_LOGGED, True)
         method = payload.get("method") if isinstance(payload, dict) else None
         name = _logged_name(request.app.state.services, chain, method)
         status = 503 if answer is not None and node_unanswered(answer) else 200

@@ -91,6 +91,16 @@ async def test_another_project_sees_none_of_the_log_and_bad_queries_are_refused(
     assert [e["method"] for e in rest["requests"]] == ["rpc:eth_chainId"]
     assert rest["nextCursor"] is None
 
+    # A request refused before any call ran (a chain the key may not use) is logged too.
+    refused = await client.post(
+        "/rpc/8453", headers={"Authorization": f"Bearer {key}"}, json=rpc("eth_chainId")
+    )
+    assert refused.status_code == 403
+    page = await logged(client, services, own_admin, "chainId=8453")
+    (entry,) = page["requests"]
+    assert entry["method"] == "POST /rpc/{chain_id}" and entry["outcome"] == "error"
+    assert entry["httpStatus"] == 403 and entry["message"].startswith("chain_not_recognised: ")
+
     auth = {"Authorization": f"Bearer {own_admin}"}
     bad = await client.get("/v1/requests?cursor=abc", headers=auth)
     assert bad.status_code == 422 and bad.json()["code"] == "invalid_cursor"
