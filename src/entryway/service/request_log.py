@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
 from entryway.domain.plans import PlanName
@@ -34,6 +34,14 @@ def retention_by_plan(settings: RequestLogSettings) -> dict[str, timedelta]:
     return {p.value: free if p is PlanName.FREE else paid for p in PlanName}
 
 
+@dataclass(slots=True)
+class _OverCap:
+    """The calls of one project and method past the cap this minute: the last, and how many."""
+
+    last: LoggedCall
+    calls: int = 1
+
+
 class RequestRecorder:
     def __init__(
         self,
@@ -49,7 +57,7 @@ class RequestRecorder:
         self._pending: list[LoggedCall] = []
         self._minute = ""
         self._logged: dict[str, int] = {}  # project -> calls logged one by one this minute
-        self._summaries: dict[tuple[str, str], LoggedCall] = {}  # (project, method) over cap
+        self._summaries: dict[tuple[str, str], _OverCap] = {}  # (project, method) past the cap
         self.dropped = 0
 
     def record(self, call: LoggedCall) -> None:
@@ -64,15 +72,16 @@ class RequestRecorder:
             return
         key = (call.project_id, call.method)
         seen = self._summaries.get(key)
-        self._summaries[key] = replace(
-            call,
-            calls=(seen.calls if seen else 0) + 1,
-            message=OVER_CAP_NOTE if call.outcome == "ok" else call.message,
-        )
+        if seen is None:
+            self._summaries[key] = _OverCap(call)
+        else:  # the summary is built once, when the minute closes
+            seen.last = call
+            seen.calls += 1
 
     def _close_minute(self) -> None:
-        for summary in self._summaries.values():
-            self._append(summary)
+        for over in self._summaries.values():
+            note = OVER_CAP_NOTE if over.last.outcome == "ok" else over.last.message
+            self._append(replace(over.last, calls=over.calls, message=note))
         self._summaries.clear()
         self._logged.clear()
 
