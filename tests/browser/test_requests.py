@@ -9,7 +9,7 @@ import secrets
 from playwright.async_api import Page
 
 from tests.browser.conftest import DESKTOP, PHONE, Service, new_project, screenshots, sign_up
-from tests.browser.test_operations import AMOY, api, issue_key, until
+from tests.browser.test_operations import AMOY, api, issue_key, reload_until
 
 
 async def no_horizontal_overflow(page: Page) -> bool:
@@ -52,12 +52,8 @@ async def test_a_refused_op_is_found_in_the_request_log_with_its_reason(
     assert explanation.startswith("AA20: "), answer
 
     here = f"{service.dashboard}/projects/{project_id}/requests"
-
-    async def logged() -> bool:  # the log is written once a second
-        await page.goto(f"{here}?sender={sender}")
-        return await page.locator("li.request").count() > 0
-
-    await until(logged, "the refused op is in the request log")
+    await page.goto(f"{here}?sender={sender}")  # the log is written once a second
+    await reload_until(page, "li.request", "the refused op is in the request log")
     await page.goto(here)
     await page.select_option("select[name=outcome]", "error")
     await page.fill("input[name=sender]", sender)
