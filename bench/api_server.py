@@ -4,6 +4,7 @@ RPC is a running devnet, metering on or off. Run by bench/api.py, not by hand.""
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -40,6 +41,9 @@ def main() -> None:
         limiter = RateLimiter(parse_limits("FREE=1000000/second"))
         platform = services.attach(Store(engine), limiter=limiter, metering=args.metering == "on")
         await platform.meter.start()
+        recorder = services.request_log
+        assert recorder is not None
+        log_writer = asyncio.create_task(recorder.run_forever())  # as `entryway up` logs calls
         async with JsonRpcClient(args.rpc_url) as rpc:
             deployment = Deployment(**json.loads(args.deployment))
             bundler = cast(BundlerRpc, None)  # the read endpoint never reaches the bundler
@@ -48,6 +52,8 @@ def main() -> None:
             )
             yield
         await platform.meter.stop()
+        log_writer.cancel()
+        await recorder.close()
         await engine.dispose()
 
     app = create_app(services, lifespan)

@@ -59,6 +59,7 @@ from entryway.paymaster.settlement import (
 from entryway.service.limits import RequestLimits
 from entryway.service.maintenance import ChainMaintenance
 from entryway.service.ratelimit import DEFAULT_HEAVY_LIMITS, RateLimiter, parse_limits
+from entryway.service.request_log import RequestRecorder
 from entryway.service.services import ChainRuntime, Services
 from entryway.service.support_overdue import watch_overdue_forever
 from entryway.service.wallet_wiring import bundler_port, recovery_flows
@@ -72,6 +73,7 @@ from entryway.storage.notary import NotaryStore
 from entryway.storage.notary_reanchor import unanchor_in_blocks
 from entryway.storage.policies import PolicyStore, SqlSponsorshipUsage
 from entryway.storage.private_files import private_directory, write_private_file
+from entryway.storage.request_log import RequestLogRecords
 from entryway.storage.secret_box import SecretBox
 from entryway.storage.store import Store
 from entryway.storage.support import SupportRequests
@@ -154,9 +156,12 @@ async def build_services(
         )
         events = WebhookStore(engine)
         platform.meter.on_alert = alert_events(events)
+        services.request_log = RequestRecorder(RequestLogRecords(engine), settings.request_log)
         if serving:
             await platform.meter.start()
             stack.push_async_callback(platform.meter.stop)
+            stack.push_async_callback(services.request_log.close)
+            _background(stack, services.request_log.run_forever())
             _background(stack, _close_cycles_forever(services))
             _background(
                 stack, watch_overdue_forever(SupportRequests(engine), services.support_targets)

@@ -14,6 +14,7 @@ from entryway.dashboard import (
     operations_pages,
     operator_pages,
     policy_pages,
+    request_pages,
     support_pages,
     usage_pages,
     web,
@@ -41,6 +42,7 @@ def install_dashboard(app: FastAPI, options: DashboardOptions) -> None:
         op_pages.routes(),
         webhook_pages.routes(),
         policy_pages.routes(),
+        request_pages.routes(),
         support_pages.routes(),
         operator_pages.routes(),
     )

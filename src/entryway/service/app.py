@@ -25,6 +25,7 @@ from entryway import __version__
 from entryway.observability.metrics import RequestMetrics, ServiceMetrics
 from entryway.observability.readiness import Readiness
 from entryway.service.body_guard import BodyGuard
+from entryway.service.call_recording import CallRecording
 from entryway.service.edge import EdgeMiddleware, with_request_id
 from entryway.service.limits import RequestLimits
 from entryway.service.problems import Problem
@@ -37,6 +38,7 @@ from entryway.service.routes_operations import operations_routes
 from entryway.service.routes_ops import op_routes
 from entryway.service.routes_platform import platform_routes
 from entryway.service.routes_policies import policy_routes
+from entryway.service.routes_requests import request_log_routes
 from entryway.service.routes_tasks import task_routes
 from entryway.service.routes_wallets import wallet_routes
 from entryway.service.routes_webhooks import webhook_routes
@@ -105,6 +107,8 @@ def create_app(
             response.headers.setdefault(name, value)
         return response
 
+    # Added first, so innermost: the request log sees the caller authentication found.
+    app.add_middleware(CallRecording, services=services)
     # Added last, so outermost: EdgeMiddleware sees every answer, BodyGuard's included.
     app.add_middleware(BodyGuard, limits=limits, is_json_rpc=_is_json_rpc)
     docs = (app.docs_url, app.redoc_url, app.swagger_ui_oauth2_redirect_url)
@@ -131,6 +135,7 @@ def create_app(
     app.include_router(webhook_routes())
     app.include_router(notary_routes())
     app.include_router(wallet_routes())
+    app.include_router(request_log_routes())
     return app
 
 

@@ -31,6 +31,7 @@ async def current_caller(
         caller = await services.store.authenticate(_presented_key(request))
     except InvalidApiKeyError as exc:
         raise invalid_api_key(str(exc)) from None
+    request.state.caller = caller  # for the request log (service/call_recording.py)
     client = request.client.host if request.client else None
     refused = caller.allowlist.refusal(request.headers.get("origin"), client)
     if refused is not None:

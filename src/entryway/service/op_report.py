@@ -20,9 +20,9 @@ from entryway import contracts
 from entryway.chain.rpc import RpcTransportError
 from entryway.domain.evm import checksum, hex_to_bytes
 from entryway.domain.networks import NETWORKS
-from entryway.domain.revert_reasons import explain_revert
 from entryway.domain.userop import UserOperation
 from entryway.domain.userop_json import op_from_json
+from entryway.service.revert_text import revert_reason
 from entryway.service.services import ChainRuntime
 from entryway.storage.intake import IntakeRecord
 from entryway.storage.ledger_queries import Charge
@@ -32,10 +32,6 @@ log = logging.getLogger(__name__)
 ACCOUNT = contracts.load("SmartAccount").abi  # execute, executeBatch((address,uint256,bytes)[])
 ACCOUNT_V07 = contracts.load("SimpleAccountV07").abi  # executeBatch(address[],uint256[],bytes[])
 # Our contracts' errors, to put an account's revert in words.
-ERRORS = tuple(
-    contracts.load(name).abi
-    for name in ("SmartAccount", "SimpleAccount", "VerifyingPaymaster", "AccountFactory")
-)
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1"}
 
 
@@ -202,7 +198,7 @@ def revert(receipt: dict[str, Any] | None) -> dict[str, str] | None:
     if receipt is None or receipt["success"]:
         return None
     data = hex_to_bytes(receipt.get("reason") or "0x")
-    return explain_revert(data, ERRORS).to_json()
+    return revert_reason(data).to_json()
 
 
 def op_of(found: dict[str, Any] | None, intake: IntakeRecord | None) -> UserOperation | None:

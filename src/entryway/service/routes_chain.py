@@ -5,6 +5,7 @@ recognised") and that the network answers ("network connection problem")."""
 from __future__ import annotations
 
 import logging
+import time
 from typing import Annotated, Any
 
 import orjson
@@ -22,6 +23,7 @@ from entryway.paymaster.erc7677 import PaymasterCaller, PaymasterRpc
 from entryway.paymaster.ports import ENTRYWAY
 from entryway.paymaster.relay_accounting import RelayAccounting, op_usage_key
 from entryway.service.auth import CurrentCaller
+from entryway.service.call_recording import RPC_LOGGED, explained, rpc_call
 from entryway.service.chain_access import NODE_RETRY_AFTER_S, ChainGate
 from entryway.service.edge import REQUEST_ID_HEADER, request_id_of
 from entryway.service.limits import RequestLimits
@@ -243,6 +245,34 @@ async def _heavy_refusal(request: Request, who: Caller, payload: Any) -> str | N
 async def _one(
     request: Request, who: Caller, chain: ChainRuntime, payload: Any
 ) -> dict[str, Any] | None:
+    """One call answered, its error explained (`data.explanation`) and logged."""
+    started = time.perf_counter_ns()
+    answer = await _answer(request, who, chain, payload)
+    explanation = explained(answer)
+    recorder = request.app.state.services.request_log
+    if recorder is not None:
+        setattr(request.state, RPC_LOGGED, True)
+        method = payload.get("method") if isinstance(payload, dict) else None
+        name = _logged_name(request.app.state.services, chain, method)
+        status = 503 if answer is not None and node_unanswered(answer) else 200
+        recorder.record(
+            rpc_call(
+                who,
+                chain.chain_id,
+                name,
+                payload,
+                answer,
+                started_ns=started,
+                http_status=status,
+                explanation=explanation,
+            )
+        )
+    return answer
+
+
+async def _answer(
+    request: Request, who: Caller, chain: ChainRuntime, payload: Any
+) -> dict[str, Any] | None:
     """Dispatch one call and meter it; whatever fails inside it is answered as a JSON-RPC
     error carrying the call's id (-32603 and no internals for the unexpected), so one failing
     call never turns the response into a problem document nor stops the rest of a batch.
@@ -330,6 +360,16 @@ async def _dispatch(
         )
 
     return await chain.rpc.dispatch(payload, before_mempool=account)
+
+
+def _logged_name(services: Services, chain: ChainRuntime, method: object) -> str:
+    """The bounded name a call is logged under: the usage endpoint, `pm_*` of the paymaster
+    included; `rpc:invalid` for a call with no method name."""
+    if not isinstance(method, str):
+        return "rpc:invalid"
+    if services.paymaster is not None and method in services.paymaster.methods:
+        return f"rpc:{method}"
+    return usage_endpoint(chain, method)
 
 
 def usage_endpoint(chain: ChainRuntime, method: str) -> str:

@@ -23,7 +23,9 @@ from entryway.paymaster.settlement import SponsorshipSettler
 from entryway.service.maintenance import ChainMaintenance
 from entryway.service.metering import Meter
 from entryway.service.ratelimit import RateLimiter
+from entryway.service.request_log import RequestRecorder
 from entryway.storage.billing import Billing
+from entryway.storage.request_log import RequestLogRecords
 from entryway.storage.secret_box import SecretBox
 from entryway.storage.store import Store
 from entryway.storage.usage import UsageQueries
@@ -79,6 +81,7 @@ class Services:
     webhook_destinations: DestinationPolicy = PUBLIC_ONLY  # where endpoint URLs may point
     webhook_secrets: SecretBox | None = None  # seals signing secrets; None: none can be made
     support_targets: ResponseTargets = field(default_factory=ResponseTargets)  # by level
+    request_log: RequestRecorder | None = None  # None: calls are not logged
     _platform: Platform | None = None
 
     @property
@@ -125,4 +128,6 @@ class Services:
         billing = billing or Billing(store.engine)
         meter = Meter(store, billing, self.prices, enabled=metering)
         self._platform = Platform(store, billing, meter, limiter, UsageQueries(store.engine))
+        if self.request_log is None:
+            self.request_log = RequestRecorder(RequestLogRecords(store.engine))
         return self._platform

@@ -241,6 +241,15 @@ class SupportSettings(Section):
         )
 
 
+class RequestLogSettings(Section):
+    """The request log (docs/api.md, "Request log"): how long each plan keeps it, and how
+    many calls a project has logged one by one per minute before the rest are summarised."""
+
+    retention_free_hours: Annotated[int, Field(ge=1, le=8_760)] = 24
+    retention_paid_hours: Annotated[int, Field(ge=1, le=8_760)] = 720
+    per_project_per_minute: Annotated[int, Field(ge=1, le=1_000_000)] = 600
+
+
 class ReadinessSettings(Section):
     """The thresholds of /readyz (docs/operations.md)."""
 
@@ -460,6 +469,7 @@ class Settings(BaseSettings):
     worker: WorkerSettings = Field(default_factory=WorkerSettings)
     readiness: ReadinessSettings = Field(default_factory=ReadinessSettings)
     support: SupportSettings = Field(default_factory=SupportSettings)
+    request_log: RequestLogSettings = Field(default_factory=RequestLogSettings)
     log: LogSettings = Field(default_factory=LogSettings)
     chains: list[ChainSettings] = Field(default_factory=list)
 

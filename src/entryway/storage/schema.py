@@ -606,3 +606,28 @@ leader_leases = Table(
     Column("holder", String(200), nullable=False),
     Column("expires_at", DateTime(timezone=True), nullable=False),
 )
+
+# Every call a project makes, as its request log shows it; bounded per project per minute and
+# pruned by the plan's retention (storage/request_log.py).
+request_log = Table(
+    "request_log",
+    metadata,
+    Column("entry_id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True),
+    Column("project_id", String(36), nullable=False),
+    Column("at", DateTime(timezone=True), nullable=False),
+    Column("key_prefix", String(16), nullable=False),
+    Column("chain_id", BigInteger, nullable=True),
+    Column("method", String(100), nullable=False),  # JSON-RPC method, or "GET /v1/route"
+    Column("outcome", String(8), nullable=False),  # ok | error
+    Column("http_status", Integer, nullable=False),
+    Column("rpc_code", Integer, nullable=True),
+    Column("message", Text, nullable=True),
+    Column("explanation", Text, nullable=True),
+    Column("latency_us", BigInteger, nullable=False),
+    Column("sender", String(42), nullable=True),
+    Column("nonce", String(66), nullable=True),
+    Column("user_op_hash", String(66), nullable=True),
+    Column("calls", Integer, nullable=False, server_default="1"),  # >1: an over-cap summary
+    Index("ix_request_log_project_id", "project_id", "entry_id"),
+    Index("ix_request_log_at", "at"),
+)

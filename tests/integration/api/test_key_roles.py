@@ -27,7 +27,7 @@ SERVICE_WRITES = {
     ("POST", "/v1/recoveries"),
     ("POST", "/v1/recoveries/{recovery_id}/approvals"),
 }
-ADMIN_PREFIXES = ("/v1/keys", "/v1/policies", "/v1/webhooks")
+ADMIN_PREFIXES = ("/v1/keys", "/v1/policies", "/v1/webhooks", "/v1/requests")
 
 
 def api_key_routes() -> list[tuple[str, str]]:

@@ -190,7 +190,9 @@ async def test_overage_never_stops_sponsorship_unless_the_owner_set_a_budget(
     assert at_budget["overageThisCycle"] == budget
     answer = await sponsor(replace(draft, nonce=draft.nonce + 2))
     assert answer["error"]["code"] == -32501
-    assert answer["error"]["data"] == {"rule": "budget_exceeded", "policyId": None}
+    data = answer["error"]["data"]
+    assert data == {**data, "rule": "budget_exceeded", "policyId": None}
+    assert data["explanation"].startswith("Sponsorship refused (budget_exceeded): ")
     assert f"spending budget of {budget} credits" in answer["error"]["message"]
     assert (await credits(client, auth))["usedThisCycle"] == at_budget["usedThisCycle"]
 
