@@ -1,6 +1,6 @@
 """Compiled contracts shipped inside the package: Entryway's own, built from `contracts/` by
-`make contracts`, and the EntryPoint v0.8 and v0.7 releases copied from their npm packages
-(v0.7's named with a "V07" suffix)."""
+`make contracts`, and the EntryPoint v0.8, v0.7 and v0.9 releases copied from their npm
+packages (v0.7's named with a "V07" suffix, v0.9's with "V09")."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ ENTRYWAY_CONTRACTS = (
     "AccountFactory",
     "VerifyingPaymaster",
     "VerifyingPaymasterV07",
+    "VerifyingPaymasterV09",
     "NotaryAnchor",
 )
 VENDORED_CONTRACTS = (
@@ -29,6 +30,10 @@ VENDORED_CONTRACTS = (
     "EntryPointSimulationsV07",
     "SimpleAccountV07",
     "SimpleAccountFactoryV07",
+    "EntryPointV09",
+    "EntryPointSimulationsV09",
+    "SimpleAccountV09",
+    "SimpleAccountFactoryV09",
 )
 SIMULATION_CONTRACTS = ("EntrywaySimulations",)
 TEST_CONTRACTS = (

@@ -5,6 +5,13 @@ events; they differ in the userOpHash (v0.7: an ABI-encoded digest; v0.8: EIP-71
 EIP-7702 support (v0.8 only), and in their simulation contracts. Each release is deployed by
 Arachnid's deterministic deployer with the salt eth-infinitism used, so it sits at the same
 address on every chain.
+
+v0.9 takes the same packed UserOperation again and hashes it as v0.8 does, except that a
+paymaster signature appended to paymasterAndData (`paymasterSignature`, marked by a length and
+a magic suffix) is left out of the hash, so the paymaster may sign after the account. npm only
+carries its release candidate (0.9.0-rc.1), whose creation code differs from the release's:
+with the release's salt it lands at `packaged_address`, not at the canonical address. Public
+chains already carry the release at the canonical address; devnets get rc.1 where it lands.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from enum import StrEnum
 class EntryPointVersion(StrEnum):
     V07 = "0.7"
     V08 = "0.8"
+    V09 = "0.9"
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,6 +34,16 @@ class EntryPointRelease:
     package: str  # the npm release its artifacts come from
     artifact_suffix: str  # "" for v0.8's artifacts, "V07" for EntryPointV07.json and kin
     supports_eip7702: bool
+    # Where the packaged creation code lands with `salt`, when the package is not the release
+    # itself (v0.9: npm has only its release candidate); None when that is `address`.
+    packaged_address: str | None = None
+
+    @property
+    def addresses(self) -> tuple[str, ...]:
+        """Every address this release is served at: the canonical one, then the package's."""
+        if self.packaged_address is None:
+            return (self.address,)
+        return (self.address, self.packaged_address)
 
     def artifact(self, name: str) -> str:
         """The packaged artifact of the release's `name` contract (EntryPoint, SimpleAccount…)."""
@@ -48,9 +66,18 @@ V08 = EntryPointRelease(
     "",
     supports_eip7702=True,
 )
-RELEASES: dict[EntryPointVersion, EntryPointRelease] = {r.version: r for r in (V07, V08)}
+V09 = EntryPointRelease(
+    EntryPointVersion.V09,
+    "0x433709009B8330FDa32311DF1C2AFA402eD8D009",
+    "7702864008ddeab30aa67b7adc3d2653bc8d162714b1fe8fe4582df814f3bf61",
+    "@account-abstraction/contracts@0.9.0-rc.1",
+    "V09",
+    supports_eip7702=True,
+    packaged_address="0x63e9dfF4784c514b314670f239a52690F5709433",
+)
+RELEASES: dict[EntryPointVersion, EntryPointRelease] = {r.version: r for r in (V07, V08, V09)}
 DEFAULT_VERSION = EntryPointVersion.V08
-_BY_ADDRESS = {r.address.lower(): r for r in RELEASES.values()}
+_BY_ADDRESS = {a.lower(): r for r in RELEASES.values() for a in r.addresses}
 
 
 def release(version: EntryPointVersion | str) -> EntryPointRelease:
@@ -64,7 +91,7 @@ def release(version: EntryPointVersion | str) -> EntryPointRelease:
 
 
 def release_at(address: str) -> EntryPointRelease | None:
-    """The release whose canonical address this is, if any."""
+    """The release served at this address (canonical, or its package's), if any."""
     return _BY_ADDRESS.get(address.lower())
 
 

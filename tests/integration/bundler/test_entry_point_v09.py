@@ -1,0 +1,193 @@
+"""EntryPoint v0.9 served beside v0.8 and v0.7 by one bundler: on a devnet its npm release
+candidate sits where the release's salt puts it; the release's SimpleAccount deployed and used
+through it; its hash the one the v0.9 EntryPoint computes, a paymaster signature appended to
+paymasterAndData left out of it; an op the account signed before its paymaster did included."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import replace
+
+import pytest
+
+from entryway import contracts
+from entryway.bundler.rpc_methods import BundlerRpc
+from entryway.bundler.rpc_types import user_operation_json
+from entryway.bundler.standalone import StandaloneSettings, build_bundler, deploy_entry_points
+from entryway.bundler.states import BundlingMode
+from entryway.chain.rpc import EthClient
+from entryway.devnet.devnet import Devnet
+from entryway.domain.entry_points import V07, V08, V09, EntryPointVersion, version_at
+from entryway.domain.evm import hex_to_bytes
+from entryway.domain.paymaster_signature import (
+    PAYMASTER_SIGNATURE_MAGIC,
+    encode_paymaster_signature,
+)
+from entryway.domain.userop import UserOperation, user_op_hash
+from entryway.paymaster.signer import ValidityWindow, sign_paymaster_data, with_paymaster_gas
+from tests.integration.bundler.test_entry_point_v07 import call, error, sign, simple_account_op
+from tests.integration.harness import ETHER, FAR_FUTURE, Harness
+
+EP09 = contracts.load("EntryPointV09").abi
+FACTORY09 = "SimpleAccountFactoryV09"
+assert V09.packaged_address is not None
+EP_ADDRESS = V09.packaged_address  # where the devnet has it
+
+
+@pytest.fixture(scope="module")
+async def served(devnet: Devnet, eth: EthClient) -> AsyncIterator[BundlerRpc]:
+    """A bundler for v0.8 that found v0.7 and v0.9 on the chain and serves them too."""
+    executors = (Harness.new_key(), Harness.new_key())
+    for executor in executors:
+        await eth.rpc.request("anvil_setBalance", [executor.address, hex(1000 * ETHER)])
+    await deploy_entry_points(eth, executors[0], devnet.chains[0].chain_id)
+    rpc = await build_bundler(
+        eth,
+        StandaloneSettings(
+            rpc_url=devnet.chains[0].rpc_url,
+            entry_point=V08.address,
+            executor_keys=executors,
+            debug_rpc=True,
+            mode=BundlingMode.MANUAL,
+        ),
+    )
+    await rpc.start()
+    yield rpc
+    await rpc.stop()
+
+
+def sponsored(h: Harness, op: UserOperation, owner: object) -> UserOperation:
+    """`op` with v0.9 paymaster data whose signature sits in the paymasterSignature suffix,
+    signed by the account *before* the paymaster signs (parallel mode)."""
+    paymaster = h.deployment.paymaster_v09
+    assert paymaster is not None
+    draft = with_paymaster_gas(op, paymaster, 60_000, 0)
+    window = ValidityWindow(FAR_FUTURE, 0)
+    key = bytes(h.paymaster_signer.key)
+    final = sign_paymaster_data(key, draft, h.chain_id, window, parallel=True)
+    unsigned_part = final[: -(65 + 10)]
+    # The account signs the op carrying only the window (and the magic marking a signature
+    # to come): the hash it signs is the one the finished op has.
+    before = draft.with_paymaster(paymaster, 60_000, 0, final)
+    placeholder = unsigned_part + encode_paymaster_signature(b"\x01" * 65)
+    account_signed = sign(
+        h, draft.with_paymaster(paymaster, 60_000, 0, placeholder), EP_ADDRESS, owner
+    )
+    return replace(before, signature=account_signed.signature)
+
+
+def test_v09_sits_where_its_release_candidate_lands(harness: Harness) -> None:
+    assert harness.deployment.entry_point_v09 == EP_ADDRESS
+    assert version_at(EP_ADDRESS) is EntryPointVersion.V09
+    assert version_at(V09.address) is EntryPointVersion.V09
+
+
+async def test_v09_is_served_after_v08(served: BundlerRpc, eth: EthClient) -> None:
+    assert await eth.get_code(EP_ADDRESS)
+    assert not await eth.get_code(V09.address)  # the release itself: public chains only
+    assert await call(served, "eth_supportedEntryPoints") == [V08.address, V07.address, EP_ADDRESS]
+
+
+async def test_v09_hash_is_the_entry_points(harness: Harness) -> None:
+    op, owner = await simple_account_op(harness, EP_ADDRESS, FACTORY09)
+    signed = sponsored(harness, op, owner)
+    for candidate in (op, signed):
+        on_chain = await harness.eth.call(
+            EP_ADDRESS, EP09.encode_call("getUserOpHash", candidate.packed())
+        )
+        assert user_op_hash(candidate, EP_ADDRESS, harness.chain_id) == on_chain
+    # The paymaster's signature is not part of the hash; the rest of its data is.
+    other_signature = replace(
+        signed,
+        paymaster_data=signed.paymaster_data[: -(65 + 10)]
+        + encode_paymaster_signature(b"\x02" * 70),
+    )
+    assert user_op_hash(other_signature, EP_ADDRESS, harness.chain_id) == user_op_hash(
+        signed, EP_ADDRESS, harness.chain_id
+    )
+    later = replace(signed, paymaster_data=b"\x00" + signed.paymaster_data[1:])
+    assert user_op_hash(later, EP_ADDRESS, harness.chain_id) != user_op_hash(
+        signed, EP_ADDRESS, harness.chain_id
+    )
+    # v0.8 hashes the whole of paymasterAndData.
+    v08 = user_op_hash(signed, EP_ADDRESS, harness.chain_id, version=EntryPointVersion.V08)
+    assert v08 != user_op_hash(signed, EP_ADDRESS, harness.chain_id)
+
+
+async def test_v09_simple_account_self_funded(served: BundlerRpc, harness: Harness) -> None:
+    op, _ = await simple_account_op(harness, EP_ADDRESS, FACTORY09)
+    sent = await call(served, "eth_sendUserOperation", user_operation_json(op), EP_ADDRESS)
+    assert hex_to_bytes(sent) == user_op_hash(op, EP_ADDRESS, harness.chain_id)
+    assert len(await call(served, "debug_bundler_dumpMempool", EP_ADDRESS)) == 1
+    assert await call(served, "debug_bundler_dumpMempool", V08.address) == []
+    await call(served, "debug_bundler_sendBundleNow")
+    receipt = await call(served, "eth_getUserOperationReceipt", sent)
+    assert receipt["success"] is True
+    assert receipt["entryPoint"] == EP_ADDRESS
+    assert (await call(served, "eth_getUserOperationByHash", sent))["entryPoint"] == EP_ADDRESS
+    assert await harness.eth.get_code(op.sender)  # deployed by the v0.9 SenderCreator
+    assert (await call(served, "entryway_getUserOperationStatus", sent))["status"] == "included"
+
+
+async def test_v09_sponsored_with_a_parallel_paymaster_signature(
+    served: BundlerRpc, harness: Harness
+) -> None:
+    """The account signed first; the paymaster's signature, added after, leaves the account's
+    valid; VerifyingPaymasterV09 finds its own in the suffix and pays."""
+    op, owner = await simple_account_op(harness, EP_ADDRESS, FACTORY09)
+    await harness.fund(op.sender, 0)  # holds nothing: the paymaster pays
+    signed = sponsored(harness, op, owner)
+    assert signed.paymaster_data.endswith(PAYMASTER_SIGNATURE_MAGIC)
+    sent = await call(served, "eth_sendUserOperation", user_operation_json(signed), EP_ADDRESS)
+    await call(served, "debug_bundler_sendBundleNow")
+    receipt = await call(served, "eth_getUserOperationReceipt", sent)
+    assert receipt["success"] is True
+    assert receipt["paymaster"] == harness.deployment.paymaster_v09
+
+
+async def test_v09_refuses_a_forged_paymaster_signature(
+    served: BundlerRpc, harness: Harness
+) -> None:
+    op, owner = await simple_account_op(harness, EP_ADDRESS, FACTORY09)
+    await harness.fund(op.sender, 0)
+    signed = sponsored(harness, op, owner)
+    data = signed.paymaster_data
+    at = len(data) - 10 - 65  # the paymaster signature's first byte
+    forged = replace(signed, paymaster_data=data[:at] + bytes([data[at] ^ 1]) + data[at + 1 :])
+    failure = await error(served, "eth_sendUserOperation", user_operation_json(forged), EP_ADDRESS)
+    assert failure["code"] == -32507  # the paymaster's signature check failed
+
+
+async def test_v09_refuses_a_paymaster_signature_longer_than_its_data(
+    served: BundlerRpc, harness: Harness
+) -> None:
+    op, owner = await simple_account_op(harness, EP_ADDRESS, FACTORY09)
+    signed = sponsored(harness, op, owner)
+    window = signed.paymaster_data[:12]
+    bad = replace(signed, paymaster_data=window + (500).to_bytes(2) + PAYMASTER_SIGNATURE_MAGIC)
+    failure = await error(served, "eth_sendUserOperation", user_operation_json(bad), EP_ADDRESS)
+    assert failure["code"] == -32602
+    assert "paymaster signature length 500" in failure["message"]
+
+
+async def test_v09_gas_estimate_lets_the_op_through(served: BundlerRpc, harness: Harness) -> None:
+    op, owner = await simple_account_op(harness, EP_ADDRESS, FACTORY09)
+    estimate = await call(
+        served, "eth_estimateUserOperationGas", user_operation_json(op), EP_ADDRESS
+    )
+    estimated = replace(
+        op,
+        call_gas_limit=int(estimate["callGasLimit"], 16),
+        verification_gas_limit=int(estimate["verificationGasLimit"], 16),
+        pre_verification_gas=int(estimate["preVerificationGas"], 16),
+    )
+    signed = sign(harness, estimated, EP_ADDRESS, owner)
+    sent = await call(served, "eth_sendUserOperation", user_operation_json(signed), EP_ADDRESS)
+    await call(served, "debug_bundler_sendBundleNow")
+    assert (await call(served, "eth_getUserOperationReceipt", sent))["success"] is True
+
+
+async def test_v09_follows_v08s_mempool_rules(served: BundlerRpc) -> None:
+    v09 = served.siblings[EP_ADDRESS.lower()]
+    rules = v09.bundler.config.rules
+    assert rules.paymaster_context_needs_stake and rules.staked_factory_covers_paymaster
