@@ -30,12 +30,20 @@ def test_committed_artifacts_equal_a_fresh_compile(tmp_path: Path) -> None:
         ), f"{name} is stale: run `make contracts`"
 
 
+def _release_suffix(name: str) -> str:
+    return name[-3:] if name.endswith(("V07", "V09")) else ""
+
+
 def test_vendored_entry_points_are_the_npm_releases() -> None:
-    packages = {"": ("contracts", "0.8.0"), "V07": ("contracts-v07", "0.7.0")}
+    packages = {
+        "": ("contracts", "0.8.0"),
+        "V07": ("contracts-v07", "0.7.0"),
+        "V09": ("contracts-v09", "0.9.0-rc.1"),
+    }
     for suffix, (package, version) in packages.items():
         npm = ROOT / "node_modules" / "@account-abstraction" / package
         assert json.loads((npm / "package.json").read_text())["version"] == version
-        names = [n for n in VENDORED_CONTRACTS if n.endswith("V07") == (suffix == "V07")]
+        names = [n for n in VENDORED_CONTRACTS if _release_suffix(n) == suffix]
         assert len(names) == 4, suffix
         for name in names:
             published = json.loads(

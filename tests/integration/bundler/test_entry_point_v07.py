@@ -22,7 +22,7 @@ from entryway.deploy.deployer import ContractDeployer
 from entryway.deploy.plan import ENTRYWAY_SALT, plan_contract
 from entryway.devnet.devnet import Devnet
 from entryway.domain.eip7702 import MARKER
-from entryway.domain.entry_points import V07, V08
+from entryway.domain.entry_points import V07, V08, V09
 from entryway.domain.evm import address_bytes, hex_to_bytes
 from entryway.domain.signatures import eth_signed_message_digest, sign_digest
 from entryway.domain.userop import UserOperation, user_op_hash
@@ -110,7 +110,12 @@ def sign(h: Harness, op: UserOperation, entry_point: str, owner: Any) -> UserOpe
 
 
 async def test_both_entry_points_are_supported(both: BundlerRpc) -> None:
-    assert await call(both, "eth_supportedEntryPoints") == [V08.address, V07.address]
+    # v0.9 too: the devnet carries it (tests/integration/bundler/test_entry_point_v09.py)
+    assert await call(both, "eth_supportedEntryPoints") == [
+        V08.address,
+        V07.address,
+        V09.packaged_address,
+    ]
     failure = await error(
         both, "eth_getUserOperationByHash", "0x" + "00" * 31
     )  # malformed hash: still an error, not a crash
@@ -196,7 +201,7 @@ async def test_v07_and_v08_ops_share_a_block(both: BundlerRpc, harness: Harness)
     await eth.rpc.request("evm_setAutomine", [False])
     try:
         sent = [await b.bundle_once(wait=False) for b in both.bundlers]
-        assert all(sent)
+        assert sent[0] and sent[1]  # v0.8's and v0.7's (v0.9's has nothing to send)
         await eth.rpc.request("evm_mine", [])
     finally:
         await eth.rpc.request("evm_setAutomine", [True])
@@ -234,14 +239,14 @@ async def test_estimate_names_the_revert_reason(both: BundlerRpc, harness: Harne
 
 async def test_the_entry_points_share_the_chains_head(both: BundlerRpc) -> None:
     """Ops to v0.7 and v0.8 arriving together are judged against one head read."""
-    [v07] = both.siblings.values()
+    v07 = both.siblings[V07.address.lower()]
     assert v07.bundler.head is both.bundler.head
 
 
 async def test_auto_mode_bundles_every_entry_points_ops(both: BundlerRpc, harness: Harness) -> None:
     """In auto mode one schedule sends for both EntryPoints: the v0.7 bundler runs no loop of
     its own, yet its ops are bundled without being asked."""
-    [v07] = both.siblings.values()
+    v07 = both.siblings[V07.address.lower()]
     assert v07.bundler.auto is both.bundler.auto
     op, _ = await simple_account_op(harness, V07.address, FACTORY07)
     await call(both, "debug_bundler_setBundlingMode", "auto")

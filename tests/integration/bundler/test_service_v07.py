@@ -111,7 +111,11 @@ async def test_paymaster_lists_both_entry_points_when_refusing_another(
     )
     error = r.json()["error"]
     assert error["code"] == -32602
-    assert error["data"]["supportedEntryPoints"] == [V08.address, V07.address]
+    assert error["data"]["supportedEntryPoints"] == [
+        V08.address,
+        V07.address,
+        harness.deployment.entry_point_v09,
+    ]
 
 
 @pytest.fixture(autouse=True)
