@@ -58,22 +58,17 @@ async def served(devnet: Devnet, eth: EthClient) -> AsyncIterator[BundlerRpc]:
 
 def sponsored(h: Harness, op: UserOperation, owner: object) -> UserOperation:
     """`op` with v0.9 paymaster data whose signature sits in the paymasterSignature suffix,
-    signed by the account *before* the paymaster signs (parallel mode)."""
+    the account's signature made over the op with another paymaster signature in its place
+    (as in parallel mode, where the account signs before the paymaster has)."""
     paymaster = h.deployment.paymaster_v09
     assert paymaster is not None
     draft = with_paymaster_gas(op, paymaster, 60_000, 0)
     window = ValidityWindow(FAR_FUTURE, 0)
     key = bytes(h.paymaster_signer.key)
-    final = sign_paymaster_data(key, draft, h.chain_id, window, parallel=True)
-    unsigned_part = final[: -(65 + 10)]
-    # The account signs the op carrying only the window (and the magic marking a signature
-    # to come): the hash it signs is the one the finished op has.
-    before = draft.with_paymaster(paymaster, 60_000, 0, final)
-    placeholder = unsigned_part + encode_paymaster_signature(b"\x01" * 65)
-    account_signed = sign(
-        h, draft.with_paymaster(paymaster, 60_000, 0, placeholder), EP_ADDRESS, owner
-    )
-    return replace(before, signature=account_signed.signature)
+    data = sign_paymaster_data(key, draft, h.chain_id, window, parallel=True)
+    placeholder = data[: -(65 + 10)] + encode_paymaster_signature(b"\x01" * 65)
+    early = sign(h, draft.with_paymaster(paymaster, 60_000, 0, placeholder), EP_ADDRESS, owner)
+    return replace(draft.with_paymaster(paymaster, 60_000, 0, data), signature=early.signature)
 
 
 def test_v09_sits_where_its_release_candidate_lands(harness: Harness) -> None:
@@ -191,3 +186,32 @@ async def test_v09_follows_v08s_mempool_rules(served: BundlerRpc) -> None:
     v09 = served.siblings[EP_ADDRESS.lower()]
     rules = v09.bundler.config.rules
     assert rules.paymaster_context_needs_stake and rules.staked_factory_covers_paymaster
+
+
+async def test_the_sdk_hashes_v09_ops_as_the_entry_point(harness: Harness) -> None:
+    from entryway_sdk import userop as sdk
+
+    op, owner = await simple_account_op(harness, EP_ADDRESS, FACTORY09)
+    signed = sponsored(harness, op, owner)
+    on_chain = await harness.eth.call(
+        EP_ADDRESS, EP09.encode_call("getUserOpHash", signed.packed())
+    )
+    same = sdk.UserOperation(
+        sender=signed.sender,
+        nonce=signed.nonce,
+        call_data=signed.call_data,
+        call_gas_limit=signed.call_gas_limit,
+        verification_gas_limit=signed.verification_gas_limit,
+        pre_verification_gas=signed.pre_verification_gas,
+        max_fee_per_gas=signed.max_fee_per_gas,
+        max_priority_fee_per_gas=signed.max_priority_fee_per_gas,
+        factory=signed.factory,
+        factory_data=signed.factory_data,
+        paymaster=signed.paymaster,
+        paymaster_verification_gas_limit=signed.paymaster_verification_gas_limit,
+        paymaster_post_op_gas_limit=signed.paymaster_post_op_gas_limit,
+        paymaster_data=signed.paymaster_data,
+    )
+    assert sdk.entry_point_version(EP_ADDRESS) == "0.9"
+    assert sdk.user_op_hash(same, EP_ADDRESS, harness.chain_id) == on_chain
+    assert sdk.user_op_hash(same, EP_ADDRESS, harness.chain_id, version="0.8") != on_chain
