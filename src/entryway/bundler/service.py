@@ -218,7 +218,7 @@ class Bundler:
                 f"preVerificationGas {op.pre_verification_gas} is below the {floor} required"
             )
         self._check_mempool_rules(op)  # cheap, before the costly simulation
-        outcome = await self.validator.validate(op, now=now, op_hash=op_hash)
+        outcome = await self.validator.validate(op, now=now, block=block_number, op_hash=op_hash)
         required = pre_verification_gas(op, outcome.pre_op_gas - op.pre_verification_gas)
         if self.l1_fees is not None:
             required += await self.l1_fees.gas(op)

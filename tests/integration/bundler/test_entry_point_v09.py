@@ -56,14 +56,16 @@ async def served(devnet: Devnet, eth: EthClient) -> AsyncIterator[BundlerRpc]:
     await rpc.stop()
 
 
-def sponsored(h: Harness, op: UserOperation, owner: object) -> UserOperation:
+def sponsored(
+    h: Harness, op: UserOperation, owner: object, window: ValidityWindow | None = None
+) -> UserOperation:
     """`op` with v0.9 paymaster data whose signature sits in the paymasterSignature suffix,
     the account's signature made over the op with another paymaster signature in its place
     (as in parallel mode, where the account signs before the paymaster has)."""
     paymaster = h.deployment.paymaster_v09
     assert paymaster is not None
     draft = with_paymaster_gas(op, paymaster, 60_000, 0)
-    window = ValidityWindow(FAR_FUTURE, 0)
+    window = window or ValidityWindow(FAR_FUTURE, 0)
     key = bytes(h.paymaster_signer.key)
     data = sign_paymaster_data(key, draft, h.chain_id, window, parallel=True)
     placeholder = data[: -(65 + 10)] + encode_paymaster_signature(b"\x01" * 65)
@@ -215,3 +217,28 @@ async def test_the_sdk_hashes_v09_ops_as_the_entry_point(harness: Harness) -> No
     assert sdk.entry_point_version(EP_ADDRESS) == "0.9"
     assert sdk.user_op_hash(same, EP_ADDRESS, harness.chain_id) == on_chain
     assert sdk.user_op_hash(same, EP_ADDRESS, harness.chain_id, version="0.8") != on_chain
+
+
+FLAG = 0x800000000000  # v0.9: both bounds above it are block numbers
+
+
+async def test_v09_validity_ranges_in_blocks(served: BundlerRpc, harness: Harness) -> None:
+    """v0.9 reads a window whose bounds both carry the flag as block numbers: an op valid
+    from the next block on is included; one not valid for 50 blocks is refused (-32503),
+    where a timestamp reading would have refused both."""
+    block = int((await harness.eth.get_block("latest"))["number"], 16)
+    op, owner = await simple_account_op(harness, EP_ADDRESS, FACTORY09)
+    await harness.fund(op.sender, 0)
+    now = sponsored(harness, op, owner, ValidityWindow(FLAG | (block + 1000), FLAG | block))
+    sent = await call(served, "eth_sendUserOperation", user_operation_json(now), EP_ADDRESS)
+    await call(served, "debug_bundler_sendBundleNow")
+    receipt = await call(served, "eth_getUserOperationReceipt", sent)
+    assert receipt["success"] is True
+
+    op, owner = await simple_account_op(harness, EP_ADDRESS, FACTORY09)
+    await harness.fund(op.sender, 0)
+    window = ValidityWindow(FLAG | (block + 1000), FLAG | (block + 50))
+    later = sponsored(harness, op, owner, window)
+    failure = await error(served, "eth_sendUserOperation", user_operation_json(later), EP_ADDRESS)
+    assert failure["code"] == -32503
+    assert f"not valid before block {block + 51}" in failure["message"]
