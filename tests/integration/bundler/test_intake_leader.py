@@ -390,7 +390,7 @@ async def test_each_entry_points_leader_bundles_only_its_ops(
     """The chain's leader runs one intake leader per EntryPoint: a v0.7 op in the intake is
     bundled by v0.7's, never loaded by v0.8's."""
     v08_leader, intake, rpc = leading
-    [v07_rpc] = rpc.siblings.values()
+    v07_rpc = rpc.siblings[V07.address.lower()]
     v07_leader = IntakeLeader(v07_rpc.bundler, intake)
     op, _ = await simple_account_op(harness, V07.address, FACTORY07)
     op_hash = "0x" + user_op_hash(op, V07.address, harness.chain_id).hex()

@@ -6,7 +6,7 @@ import pytest
 
 from entryway.bundler.gas.estimation import MAX_VERIFICATION_GAS
 from entryway.bundler.rpc_types import user_operation_json
-from entryway.domain.entry_points import V07
+from entryway.domain.entry_points import V07, V09
 from entryway.domain.userop import UserOperation
 from tests.integration.bundler.conftest import RpcClient
 from tests.integration.harness import ACCOUNT, COUNTER, EP, ETHER, Harness
@@ -25,6 +25,7 @@ async def test_chain_id_and_entry_points(client: RpcClient, harness: Harness) ->
     assert await client.result("eth_supportedEntryPoints") == [
         harness.deployment.entry_point,
         V07.address,  # the devnet carries v0.7 too; the bundler serves each EntryPoint found
+        V09.packaged_address,  # and v0.9 (its release candidate, docs/devnets.md)
     ]
 
 
