@@ -242,3 +242,22 @@ async def test_v09_validity_ranges_in_blocks(served: BundlerRpc, harness: Harnes
     failure = await error(served, "eth_sendUserOperation", user_operation_json(later), EP_ADDRESS)
     assert failure["code"] == -32503
     assert f"not valid before block {block + 51}" in failure["message"]
+
+
+async def test_entry_point_option_serves_v09_alone(devnet: Devnet, eth: EthClient) -> None:
+    """`entryway bundler --entry-point <v0.9>`: that EntryPoint only, as the main one."""
+    executor = Harness.new_key()
+    await eth.rpc.request("anvil_setBalance", [executor.address, hex(1000 * ETHER)])
+    rpc = await build_bundler(
+        eth,
+        StandaloneSettings(
+            rpc_url=devnet.chains[0].rpc_url,
+            entry_point=EP_ADDRESS,
+            also_entry_points=(),
+            executor_keys=(executor,),
+            mode=BundlingMode.MANUAL,
+        ),
+    )
+    assert await call(rpc, "eth_supportedEntryPoints") == [EP_ADDRESS]
+    assert rpc.bundler.config.release.version is EntryPointVersion.V09
+    assert rpc.bundler.validator.simulator.version is EntryPointVersion.V09
