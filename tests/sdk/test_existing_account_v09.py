@@ -5,8 +5,6 @@ sponsored by Entryway's v0.9 paymaster, whose signature sits in v0.9's paymaster
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
 from entryway_sdk import ENTRY_POINT_V09, Entryway, ExistingAccount
 from entryway_sdk.userop import ENTRY_POINT_V09_DEVNET, PAYMASTER_SIGNATURE_MAGIC
@@ -14,6 +12,7 @@ from eth_account import Account
 from eth_utils.address import to_checksum_address
 
 from entryway import contracts
+from tests.sdk import test_existing_account_service as service_v07
 from tests.sdk.conftest import Service
 from tests.sdk.test_existing_account_service import balance, deployed_simple_account
 
@@ -23,15 +22,7 @@ CHAIN = 80002
 FACTORY = contracts.load("SimpleAccountFactoryV09").abi
 
 
-@pytest.fixture
-async def client(service: Service) -> AsyncIterator[Entryway]:
-    async with await Entryway.init(
-        api_key=service.api_key,
-        rpc_url=service.rpc_url(CHAIN),
-        chain_id=CHAIN,
-        base_url=service.url,
-    ) as client:
-        yield client
+client = service_v07.client  # the fixture: the SDK's client of the running service
 
 
 async def existing(client: Entryway, service: Service) -> ExistingAccount:

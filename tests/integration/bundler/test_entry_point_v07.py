@@ -35,8 +35,8 @@ FACTORY08 = "SimpleAccountFactory"
 
 @pytest.fixture(scope="module")
 async def both(devnet: Devnet, eth: EthClient) -> AsyncIterator[BundlerRpc]:
-    """A bundler for v0.8 that found v0.7 on the chain and serves it too, with two executor
-    keys the two EntryPoints' bundlers share."""
+    """A bundler for v0.8 that found v0.7 (and v0.9) on the chain and serves them too, with
+    two executor keys the EntryPoints' bundlers share."""
     executors = (Harness.new_key(), Harness.new_key())
     for executor in executors:
         await eth.rpc.request("anvil_setBalance", [executor.address, hex(1000 * ETHER)])

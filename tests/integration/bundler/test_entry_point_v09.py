@@ -5,15 +5,12 @@ paymasterAndData left out of it; an op the account signed before its paymaster d
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from dataclasses import replace
-
-import pytest
 
 from entryway import contracts
 from entryway.bundler.rpc_methods import BundlerRpc
 from entryway.bundler.rpc_types import user_operation_json
-from entryway.bundler.standalone import StandaloneSettings, build_bundler, deploy_entry_points
+from entryway.bundler.standalone import StandaloneSettings, build_bundler
 from entryway.bundler.states import BundlingMode
 from entryway.chain.rpc import EthClient
 from entryway.devnet.devnet import Devnet
@@ -25,6 +22,7 @@ from entryway.domain.paymaster_signature import (
 )
 from entryway.domain.userop import UserOperation, user_op_hash
 from entryway.paymaster.signer import ValidityWindow, sign_paymaster_data, with_paymaster_gas
+from tests.integration.bundler import test_entry_point_v07 as v07
 from tests.integration.bundler.test_entry_point_v07 import call, error, sign, simple_account_op
 from tests.integration.harness import ETHER, FAR_FUTURE, Harness
 
@@ -33,27 +31,7 @@ FACTORY09 = "SimpleAccountFactoryV09"
 assert V09.packaged_address is not None
 EP_ADDRESS = V09.packaged_address  # where the devnet has it
 
-
-@pytest.fixture(scope="module")
-async def served(devnet: Devnet, eth: EthClient) -> AsyncIterator[BundlerRpc]:
-    """A bundler for v0.8 that found v0.7 and v0.9 on the chain and serves them too."""
-    executors = (Harness.new_key(), Harness.new_key())
-    for executor in executors:
-        await eth.rpc.request("anvil_setBalance", [executor.address, hex(1000 * ETHER)])
-    await deploy_entry_points(eth, executors[0], devnet.chains[0].chain_id)
-    rpc = await build_bundler(
-        eth,
-        StandaloneSettings(
-            rpc_url=devnet.chains[0].rpc_url,
-            entry_point=V08.address,
-            executor_keys=executors,
-            debug_rpc=True,
-            mode=BundlingMode.MANUAL,
-        ),
-    )
-    await rpc.start()
-    yield rpc
-    await rpc.stop()
+both = v07.both  # the fixture: a bundler for v0.8 serving every release the devnet carries
 
 
 def sponsored(
@@ -79,10 +57,10 @@ def test_v09_sits_where_its_release_candidate_lands(harness: Harness) -> None:
     assert version_at(V09.address) is EntryPointVersion.V09
 
 
-async def test_v09_is_served_after_v08(served: BundlerRpc, eth: EthClient) -> None:
+async def test_v09_is_served_after_v08(both: BundlerRpc, eth: EthClient) -> None:
     assert await eth.get_code(EP_ADDRESS)
     assert not await eth.get_code(V09.address)  # the release itself: public chains only
-    assert await call(served, "eth_supportedEntryPoints") == [V08.address, V07.address, EP_ADDRESS]
+    assert await call(both, "eth_supportedEntryPoints") == [V08.address, V07.address, EP_ADDRESS]
 
 
 async def test_v09_hash_is_the_entry_points(harness: Harness) -> None:
@@ -111,23 +89,23 @@ async def test_v09_hash_is_the_entry_points(harness: Harness) -> None:
     assert v08 != user_op_hash(signed, EP_ADDRESS, harness.chain_id)
 
 
-async def test_v09_simple_account_self_funded(served: BundlerRpc, harness: Harness) -> None:
+async def test_v09_simple_account_self_funded(both: BundlerRpc, harness: Harness) -> None:
     op, _ = await simple_account_op(harness, EP_ADDRESS, FACTORY09)
-    sent = await call(served, "eth_sendUserOperation", user_operation_json(op), EP_ADDRESS)
+    sent = await call(both, "eth_sendUserOperation", user_operation_json(op), EP_ADDRESS)
     assert hex_to_bytes(sent) == user_op_hash(op, EP_ADDRESS, harness.chain_id)
-    assert len(await call(served, "debug_bundler_dumpMempool", EP_ADDRESS)) == 1
-    assert await call(served, "debug_bundler_dumpMempool", V08.address) == []
-    await call(served, "debug_bundler_sendBundleNow")
-    receipt = await call(served, "eth_getUserOperationReceipt", sent)
+    assert len(await call(both, "debug_bundler_dumpMempool", EP_ADDRESS)) == 1
+    assert await call(both, "debug_bundler_dumpMempool", V08.address) == []
+    await call(both, "debug_bundler_sendBundleNow")
+    receipt = await call(both, "eth_getUserOperationReceipt", sent)
     assert receipt["success"] is True
     assert receipt["entryPoint"] == EP_ADDRESS
-    assert (await call(served, "eth_getUserOperationByHash", sent))["entryPoint"] == EP_ADDRESS
+    assert (await call(both, "eth_getUserOperationByHash", sent))["entryPoint"] == EP_ADDRESS
     assert await harness.eth.get_code(op.sender)  # deployed by the v0.9 SenderCreator
-    assert (await call(served, "entryway_getUserOperationStatus", sent))["status"] == "included"
+    assert (await call(both, "entryway_getUserOperationStatus", sent))["status"] == "included"
 
 
 async def test_v09_sponsored_with_a_parallel_paymaster_signature(
-    served: BundlerRpc, harness: Harness
+    both: BundlerRpc, harness: Harness
 ) -> None:
     """The account signed first; the paymaster's signature, added after, leaves the account's
     valid; VerifyingPaymasterV09 finds its own in the suffix and pays."""
@@ -135,43 +113,39 @@ async def test_v09_sponsored_with_a_parallel_paymaster_signature(
     await harness.fund(op.sender, 0)  # holds nothing: the paymaster pays
     signed = sponsored(harness, op, owner)
     assert signed.paymaster_data.endswith(PAYMASTER_SIGNATURE_MAGIC)
-    sent = await call(served, "eth_sendUserOperation", user_operation_json(signed), EP_ADDRESS)
-    await call(served, "debug_bundler_sendBundleNow")
-    receipt = await call(served, "eth_getUserOperationReceipt", sent)
+    sent = await call(both, "eth_sendUserOperation", user_operation_json(signed), EP_ADDRESS)
+    await call(both, "debug_bundler_sendBundleNow")
+    receipt = await call(both, "eth_getUserOperationReceipt", sent)
     assert receipt["success"] is True
     assert receipt["paymaster"] == harness.deployment.paymaster_v09
 
 
-async def test_v09_refuses_a_forged_paymaster_signature(
-    served: BundlerRpc, harness: Harness
-) -> None:
+async def test_v09_refuses_a_forged_paymaster_signature(both: BundlerRpc, harness: Harness) -> None:
     op, owner = await simple_account_op(harness, EP_ADDRESS, FACTORY09)
     await harness.fund(op.sender, 0)
     signed = sponsored(harness, op, owner)
     data = signed.paymaster_data
     at = len(data) - 10 - 65  # the paymaster signature's first byte
     forged = replace(signed, paymaster_data=data[:at] + bytes([data[at] ^ 1]) + data[at + 1 :])
-    failure = await error(served, "eth_sendUserOperation", user_operation_json(forged), EP_ADDRESS)
+    failure = await error(both, "eth_sendUserOperation", user_operation_json(forged), EP_ADDRESS)
     assert failure["code"] == -32507  # the paymaster's signature check failed
 
 
 async def test_v09_refuses_a_paymaster_signature_longer_than_its_data(
-    served: BundlerRpc, harness: Harness
+    both: BundlerRpc, harness: Harness
 ) -> None:
     op, owner = await simple_account_op(harness, EP_ADDRESS, FACTORY09)
     signed = sponsored(harness, op, owner)
     window = signed.paymaster_data[:12]
     bad = replace(signed, paymaster_data=window + (500).to_bytes(2) + PAYMASTER_SIGNATURE_MAGIC)
-    failure = await error(served, "eth_sendUserOperation", user_operation_json(bad), EP_ADDRESS)
+    failure = await error(both, "eth_sendUserOperation", user_operation_json(bad), EP_ADDRESS)
     assert failure["code"] == -32602
     assert "paymaster signature length 500" in failure["message"]
 
 
-async def test_v09_gas_estimate_lets_the_op_through(served: BundlerRpc, harness: Harness) -> None:
+async def test_v09_gas_estimate_lets_the_op_through(both: BundlerRpc, harness: Harness) -> None:
     op, owner = await simple_account_op(harness, EP_ADDRESS, FACTORY09)
-    estimate = await call(
-        served, "eth_estimateUserOperationGas", user_operation_json(op), EP_ADDRESS
-    )
+    estimate = await call(both, "eth_estimateUserOperationGas", user_operation_json(op), EP_ADDRESS)
     estimated = replace(
         op,
         call_gas_limit=int(estimate["callGasLimit"], 16),
@@ -179,13 +153,13 @@ async def test_v09_gas_estimate_lets_the_op_through(served: BundlerRpc, harness:
         pre_verification_gas=int(estimate["preVerificationGas"], 16),
     )
     signed = sign(harness, estimated, EP_ADDRESS, owner)
-    sent = await call(served, "eth_sendUserOperation", user_operation_json(signed), EP_ADDRESS)
-    await call(served, "debug_bundler_sendBundleNow")
-    assert (await call(served, "eth_getUserOperationReceipt", sent))["success"] is True
+    sent = await call(both, "eth_sendUserOperation", user_operation_json(signed), EP_ADDRESS)
+    await call(both, "debug_bundler_sendBundleNow")
+    assert (await call(both, "eth_getUserOperationReceipt", sent))["success"] is True
 
 
-async def test_v09_follows_v08s_mempool_rules(served: BundlerRpc) -> None:
-    v09 = served.siblings[EP_ADDRESS.lower()]
+async def test_v09_follows_v08s_mempool_rules(both: BundlerRpc) -> None:
+    v09 = both.siblings[EP_ADDRESS.lower()]
     rules = v09.bundler.config.rules
     assert rules.paymaster_context_needs_stake and rules.staked_factory_covers_paymaster
 
@@ -222,7 +196,7 @@ async def test_the_sdk_hashes_v09_ops_as_the_entry_point(harness: Harness) -> No
 FLAG = 0x800000000000  # v0.9: both bounds above it are block numbers
 
 
-async def test_v09_validity_ranges_in_blocks(served: BundlerRpc, harness: Harness) -> None:
+async def test_v09_validity_ranges_in_blocks(both: BundlerRpc, harness: Harness) -> None:
     """v0.9 reads a window whose bounds both carry the flag as block numbers: an op valid
     from the next block on is included; one not valid for 50 blocks is refused (-32503),
     where a timestamp reading would have refused both."""
@@ -230,16 +204,16 @@ async def test_v09_validity_ranges_in_blocks(served: BundlerRpc, harness: Harnes
     op, owner = await simple_account_op(harness, EP_ADDRESS, FACTORY09)
     await harness.fund(op.sender, 0)
     now = sponsored(harness, op, owner, ValidityWindow(FLAG | (block + 1000), FLAG | block))
-    sent = await call(served, "eth_sendUserOperation", user_operation_json(now), EP_ADDRESS)
-    await call(served, "debug_bundler_sendBundleNow")
-    receipt = await call(served, "eth_getUserOperationReceipt", sent)
+    sent = await call(both, "eth_sendUserOperation", user_operation_json(now), EP_ADDRESS)
+    await call(both, "debug_bundler_sendBundleNow")
+    receipt = await call(both, "eth_getUserOperationReceipt", sent)
     assert receipt["success"] is True
 
     op, owner = await simple_account_op(harness, EP_ADDRESS, FACTORY09)
     await harness.fund(op.sender, 0)
     window = ValidityWindow(FLAG | (block + 1000), FLAG | (block + 50))
     later = sponsored(harness, op, owner, window)
-    failure = await error(served, "eth_sendUserOperation", user_operation_json(later), EP_ADDRESS)
+    failure = await error(both, "eth_sendUserOperation", user_operation_json(later), EP_ADDRESS)
     assert failure["code"] == -32503
     assert f"not valid before block {block + 51}" in failure["message"]
 
