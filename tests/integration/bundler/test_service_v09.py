@@ -6,7 +6,6 @@ op is accounted, included, settled and charged."""
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -15,14 +14,12 @@ from entryway.bundler.rpc_types import user_operation_json
 from entryway.domain.paymaster_signature import split_paymaster_signature
 from entryway.domain.plans import PlanName
 from entryway.domain.userop import user_op_hash
-from entryway.paymaster.settlement import SETTLE_TASK, SettleHandler
-from entryway.storage.ledger import UsageStatus
-from entryway.storage.tasks import TaskQueue
 from tests.integration.bundler import test_service_chain_routes as chain_routes
 from tests.integration.bundler.test_entry_point_v07 import sign, simple_account_op
 from tests.integration.bundler.test_entry_point_v09 import EP_ADDRESS, FACTORY09
 from tests.integration.bundler.test_rpc_accounting import Client
 from tests.integration.bundler.test_service_chain_routes import CHAIN, rpc, tenant
+from tests.integration.bundler.test_service_v07 import settled_and_charged
 from tests.integration.harness import Harness
 from tests.integration.test_erc7677 import with_fields
 
@@ -71,34 +68,9 @@ async def test_v09_op_signed_by_account_and_paymaster_in_parallel_is_charged(
     r = await client.post(
         url, headers=auth, json=rpc("eth_sendUserOperation", user_operation_json(final), EP_ADDRESS)
     )
-    op_hash = r.json()["result"]
-    later = TaskQueue(services.store.engine, clock=lambda: datetime.now(UTC) + timedelta(1))
-    (task,) = await later.claim("test", [SETTLE_TASK], lease_seconds=30)
-    assert task.payload["userOpHash"] == op_hash
-    await bundler_rpc.dispatch(rpc("debug_bundler_sendBundleNow"))
-    assert services.settler is not None
-    assert await SettleHandler(services.settler)(task) == {"settled": op_hash}
-
-    receipt = (
-        await client.post(url, headers=auth, json=rpc("eth_getUserOperationReceipt", op_hash))
-    ).json()["result"]
-    assert receipt["success"] is True and receipt["entryPoint"] == EP_ADDRESS
-    assert receipt["paymaster"] == paymaster09
-    events = {
-        e.operation: e
-        async for e in services.platform.usage.events(
-            pid, datetime(2026, 1, 1, tzinfo=UTC), datetime.now(UTC)
-        )
-    }
-    sponsorship = events["sponsored_user_operation"]
-    assert sponsorship.status == UsageStatus.SETTLED and sponsorship.credits > 0
-    balance = (await services.store.credit_account(pid)).balance(datetime.now(UTC))
-    assert balance == 1_000_000 - sponsorship.credits
-    r = await client.get(
-        "/op-status", params={"chainId": CHAIN, "userOpHash": op_hash}, headers=auth
+    await settled_and_charged(
+        service, bundler_rpc, pid, key, r.json()["result"], EP_ADDRESS, paymaster09
     )
-    assert r.json()["status"] == "included"
-    assert r.json()["credits"] == sponsorship.credits
 
 
 async def test_a_window_longer_than_the_paymaster_gives_is_not_reused(
