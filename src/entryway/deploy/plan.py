@@ -127,14 +127,13 @@ def plan_deployment(operator: Operator, *, entry_point_v09: str | None = None) -
         init_code = with_args(artifact, ["address", "address", "address"], args)
         return plan_contract(name, artifact, ENTRYWAY_SALT, init_code)
 
+    def bound_to(name: str, artifact: str, entry_point: str) -> ContractPlan:
+        init_code = with_args(artifact, ["address"], [entry_point])
+        return plan_contract(name, artifact, ENTRYWAY_SALT, init_code)
+
     return DeploymentPlan(
         entry_point=entry_point,
-        account_factory=plan_contract(
-            "accountFactory",
-            "AccountFactory",
-            ENTRYWAY_SALT,
-            with_args("AccountFactory", ["address"], [ep]),
-        ),
+        account_factory=bound_to("accountFactory", "AccountFactory", ep),
         paymaster=paymaster("paymaster", "VerifyingPaymaster", ep),
         notary=plan_contract(
             "notary",
@@ -146,18 +145,12 @@ def plan_deployment(operator: Operator, *, entry_point_v09: str | None = None) -
         ),
         entry_point_v07=entry_point_v07,
         paymaster_v07=paymaster("paymasterV07", "VerifyingPaymasterV07", ep_v07),
-        simple_account_factory_v07=plan_contract(
-            "simpleAccountFactoryV07",
-            "SimpleAccountFactoryV07",
-            ENTRYWAY_SALT,
-            with_args("SimpleAccountFactoryV07", ["address"], [ep_v07]),
+        simple_account_factory_v07=bound_to(
+            "simpleAccountFactoryV07", "SimpleAccountFactoryV07", ep_v07
         ),
         entry_point_v09=ep_plan_v09,
         paymaster_v09=paymaster("paymasterV09", "VerifyingPaymasterV09", ep_v09),
-        simple_account_factory_v09=plan_contract(
-            "simpleAccountFactoryV09",
-            "SimpleAccountFactoryV09",
-            ENTRYWAY_SALT,
-            with_args("SimpleAccountFactoryV09", ["address"], [ep_v09]),
+        simple_account_factory_v09=bound_to(
+            "simpleAccountFactoryV09", "SimpleAccountFactoryV09", ep_v09
         ),
     )
