@@ -144,15 +144,25 @@ class ServedDevnet:
     def bench(self, version: EntryPointVersion = EntryPointVersion.V08) -> Bench:
         """A client sending ops of SimpleAccounts of the release `version`."""
         if version is EntryPointVersion.V06:
-            return Bench(self.eth, self.rpc_url, V06.address, self.simple_account_factory_v06)
-        if version is EntryPointVersion.V07:
-            entry_point = self.deployment.entry_point_v07
-            factory = self.deployment.simple_account_factory_v07
-            assert entry_point is not None and factory is not None, "no v0.7 on this devnet"
-            bench = Bench(self.eth, self.rpc_url, entry_point, factory)
+            bench = Bench(self.eth, self.rpc_url, V06.address, self.simple_account_factory_v06)
+            bench.process_pid = self.pid
+            return bench
+        other = {
+            EntryPointVersion.V07: (
+                self.deployment.entry_point_v07,
+                self.deployment.simple_account_factory_v07,
+            ),
+            EntryPointVersion.V09: (
+                self.deployment.entry_point_v09,
+                self.deployment.simple_account_factory_v09,
+            ),
+        }
+        if version in other:
+            entry_point, factory = other[version]
+            assert entry_point is not None and factory is not None, f"no v{version} here"
         else:
             entry_point, factory = self.deployment.entry_point, self.simple_account_factory
-            bench = Bench(self.eth, self.rpc_url, entry_point, factory)
+        bench = Bench(self.eth, self.rpc_url, entry_point, factory)
         bench.process_pid = self.pid
         return bench
 

@@ -50,6 +50,8 @@ const v07Targets = {
   "contracts/EntrywaySimulations.sol": ["EntrywaySimulations"],
 };
 const v07Remapping = "@account-abstraction/contracts/=@account-abstraction/contracts-v07/";
+// And against EntryPoint v0.9 (npm has only its release candidate), suffixed "V09".
+const v09Remapping = "@account-abstraction/contracts/=@account-abstraction/contracts-v09/";
 
 function compile(targetFiles, remappings) {
   const input = {};
@@ -95,11 +97,15 @@ const paymasterV07 = { "contracts/VerifyingPaymasterV07.sol": ["VerifyingPaymast
 writeArtifacts(compile(paymasterV07, []), paymasterV07, "");
 writeArtifacts(compile(v07Targets, [v07Remapping]), v07Targets, "V07");
 const compiledV07 = Object.values(v07Targets).flat().map((n) => `${n}V07`);
+const paymasterV09 = { "contracts/VerifyingPaymasterV09.sol": ["VerifyingPaymasterV09"] };
+writeArtifacts(compile(paymasterV09, []), paymasterV09, "");
+writeArtifacts(compile(v07Targets, [v09Remapping]), v07Targets, "V09");
+const compiledV09 = ["VerifyingPaymasterV09", ...Object.values(v07Targets).flat().map((n) => `${n}V09`)];
 
-// The audited EntryPoint releases (v0.8, and v0.7 and v0.6 through their npm aliases) and their reference
-// accounts are used as published, not recompiled: their artifacts are copied so the service can
-// deploy without node_modules. v0.7's get a "V07" suffix (EntryPointV07.json and so on), v0.6's
-// a "V06" one.
+// The audited EntryPoint releases (v0.8, and v0.7, v0.9's release candidate and v0.6 through
+// their npm aliases) and their reference accounts are used as published, not recompiled: their
+// artifacts are copied so the service can deploy without node_modules. v0.7's get a "V07"
+// suffix (EntryPointV07.json and so on), v0.9's "V09", v0.6's "V06".
 const releases = [
   {
     dir: "node_modules/@account-abstraction/contracts",
@@ -116,6 +122,11 @@ const releases = [
     dir: "node_modules/@account-abstraction/contracts-v06",
     suffix: "V06",
     names: ["EntryPoint", "SimpleAccount", "SimpleAccountFactory"],
+  },
+  {
+    dir: "node_modules/@account-abstraction/contracts-v09",
+    suffix: "V09",
+    names: ["EntryPoint", "EntryPointSimulations", "SimpleAccount", "SimpleAccountFactory"],
   },
 ];
 const vendored = [];
@@ -138,4 +149,4 @@ for (const release of releases) {
   }
 }
 
-process.stdout.write(`compiled ${[...Object.values(targets).flat(), "VerifyingPaymasterV07", ...compiledV07].join(", ")} -> ${path.relative(root, outDir)}; copied ${vendored.join(", ")}\n`);
+process.stdout.write(`compiled ${[...Object.values(targets).flat(), "VerifyingPaymasterV07", ...compiledV07, ...compiledV09].join(", ")} -> ${path.relative(root, outDir)}; copied ${vendored.join(", ")}\n`);

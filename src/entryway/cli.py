@@ -329,7 +329,9 @@ def addresses(
     paymaster_signer: Annotated[str | None, typer.Option()] = None,
     notary_submitter: Annotated[str | None, typer.Option()] = None,
 ) -> None:
-    """Compute, offline, where `deploy` puts every contract (the same on every chain)."""
+    """Compute, offline, where `deploy` puts every contract (the same on every chain; on one
+    that carries the EntryPoint v0.9 release, v0.9's paymaster and factory bind to it, and
+    `deploy` prints their addresses)."""
     from entryway.deploy.plan import Operator, plan_deployment
     from entryway.domain.evm import checksum
 
@@ -360,8 +362,9 @@ def bundler(
     entry_point: Annotated[
         list[str] | None,
         typer.Option(
-            help="An EntryPoint to serve (v0.8 or v0.7; repeat for several). Default: v0.8 and "
-            "every other canonical EntryPoint release the chain carries."
+            help="An EntryPoint to serve (v0.8, v0.7 or v0.9; repeat for several). Default: v0.8 "
+            "and "
+            "every other EntryPoint release the chain carries."
         ),
     ] = None,
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
@@ -382,8 +385,9 @@ def bundler(
     deploy_entry_point: Annotated[
         bool,
         typer.Option(
-            help="Deploy EntryPoint v0.8 and v0.7 first where the chain lacks them (and, on"
-            " anvil, place v0.6 at its canonical address)."
+            help="Deploy EntryPoint v0.8, v0.7 and v0.9 (its release candidate, on a chain "
+            "without the release) first where the chain lacks them (and, on anvil, place v0.6 "
+            "at its canonical address)."
         ),
     ] = False,
     http_port: Annotated[
@@ -404,7 +408,7 @@ def bundler(
         typer.Option(help="A factory, paymaster or aggregator reputation never throttles."),
     ] = None,
 ) -> None:
-    """Run a standalone ERC-4337 bundler (EntryPoint v0.8 and v0.7) for any EVM chain: given
+    """Run a standalone ERC-4337 bundler (EntryPoint v0.8, v0.7, v0.9) for any EVM chain: given
     by --rpc-url and --executor-key-file, or by --chain N from the settings (--config)."""
     import uvicorn
 

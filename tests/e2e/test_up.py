@@ -141,15 +141,19 @@ async def test_operators_see_the_paymaster_deposits_and_a_low_one_is_flagged(
                     "/v1/admin/paymaster", headers={"Authorization": f"Bearer {token}"}
                 )
                 deposits = r.json()["deposits"]
-                if len(deposits) == 4:
+                if len(deposits) == 6:
                     break
                 await asyncio.sleep(0.1)
-            # Every paymaster is watched: v0.8's and v0.7's, on each chain.
+            # Every paymaster is watched: v0.8's, v0.7's and v0.9's, on each chain.
             demo = json.loads((tmp_path / "demo.json").read_text())
             paymasters = [
                 (int(chain_id), version, chain[name].lower())
                 for chain_id, chain in sorted(demo["chains"].items())
-                for version, name in (("0.8", "paymaster"), ("0.7", "paymasterV07"))
+                for version, name in (
+                    ("0.8", "paymaster"),
+                    ("0.7", "paymasterV07"),
+                    ("0.9", "paymasterV09"),
+                )
             ]
             assert [
                 (d["chainId"], d["entryPointVersion"], d["paymaster"].lower()) for d in deposits

@@ -19,7 +19,7 @@ from entryway.deploy.deployer import ContractDeployer, check_requirements
 from entryway.deploy.plan import DETERMINISTIC_DEPLOYER, plan_deployment
 from entryway.devnet.anvil import AnvilConfig, AnvilProcess
 from entryway.devnet.devnet import DEVNET_PAYMASTER_FUNDING, Devnet
-from entryway.domain.entry_points import V06, V07, V08, EntryPointRelease
+from entryway.domain.entry_points import V06, V07, V08, V09, EntryPointRelease
 from tests.integration.harness import NOTARY, Harness
 
 ENTRYWAY = str(Path(sys.executable).with_name("entryway"))
@@ -159,29 +159,32 @@ async def test_deploy_command_brings_up_a_bare_chain(tmp_path: Path) -> None:
             )
             assert code == 0, err
             checks = [line for line in lines if "requirement" in line]
-            assert [c["ok"] for c in checks] == [True] * 7
+            assert [c["ok"] for c in checks] == [True] * 8
             assert [c["requirement"] for c in checks][2:] == [
                 "chain active (fresh head)",
                 "RPC endpoint stable",
                 "EntryPoint v0.8 present or deployable",
                 "EntryPoint v0.7 present or deployable",
+                "EntryPoint v0.9 present or deployable",
                 "EntryPoint v0.6 present or absent",
             ]
-            assert "cannot be deployed at its canonical address" in str(checks[6]["detail"])
+            assert "cannot be deployed at its canonical address" in str(checks[7]["detail"])  # v0.6
             assert "block time 2 s" in str(checks[2]["detail"])  # Base's, from the registry
             assert "5/5 probes answered" in str(checks[3]["detail"])
             done = [line["done"] for line in lines if "done" in line]
             assert done[0] == "installed the deterministic deployer"
-            assert len([d for d in done if d.startswith("deployed ")]) == 7
+            assert len([d for d in done if d.startswith("deployed ")]) == 10
             result = lines[-1]
             assert await eth.get_code(DETERMINISTIC_DEPLOYER) != b""
             assert result["entryPoint"] == V08.address
             assert result["entryPointV07"] == V07.address
+            assert result["entryPointV09"] == V09.packaged_address  # no v0.9 release here
 
             # Addresses are computable offline, and match what landed.
             _, (offline,), _ = await run_cli("addresses", "--owner", key.address)
             names = ("entryPoint", "accountFactory", "paymaster", "notary")
             names += ("entryPointV07", "paymasterV07", "simpleAccountFactoryV07")
+            names += ("entryPointV09", "paymasterV09", "simpleAccountFactoryV09")
             assert set(offline) == set(names)
             for name in names:
                 assert result[name] == offline[name]
@@ -191,6 +194,7 @@ async def test_deploy_command_brings_up_a_bare_chain(tmp_path: Path) -> None:
             for entry_point, paymaster in (
                 ("entryPoint", "paymaster"),
                 ("entryPointV07", "paymasterV07"),
+                ("entryPointV09", "paymasterV09"),
             ):
                 deposit, stake, delay = await deposit_info(
                     eth, str(result[entry_point]), str(result[paymaster])

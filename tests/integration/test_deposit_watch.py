@@ -89,13 +89,18 @@ async def test_a_low_v07_deposit_alerts_naming_its_paymaster_and_both_are_shown(
     assert d.entry_point_v07 is not None and d.paymaster_v07 is not None
     ep07, pm07 = checksum(d.entry_point_v07), checksum(d.paymaster_v07)
     ep08, pm08 = checksum(d.entry_point), checksum(d.paymaster)
+    assert d.entry_point_v09 is not None and d.paymaster_v09 is not None
+    ep09, pm09 = checksum(d.entry_point_v09), checksum(d.paymaster_v09)
     v07 = await read_deposit(eth, ep07, pm07)
+    # v0.8's and v0.9's well above v0.7's: a threshold between them
+    for ep, pm in ((ep08, pm08), (ep09, pm09)):
+        held = await read_deposit(eth, ep, pm)
+        if held < v07 + 2 * ETHER:
+            funder = harness.new_key()
+            await harness.fund(funder.address, v07 + 10 * ETHER)
+            await top_up(Transactor(eth, funder, CHAIN_ID), ep, pm, v07 + 2 * ETHER - held)
     v08 = await read_deposit(eth, ep08, pm08)
-    if v08 < v07 + 2 * ETHER:  # v0.8's well above v0.7's: a threshold between them
-        funder = harness.new_key()
-        await harness.fund(funder.address, v07 + 10 * ETHER)
-        await top_up(Transactor(eth, funder, CHAIN_ID), ep08, pm08, v07 + 2 * ETHER - v08)
-        v08 = await read_deposit(eth, ep08, pm08)
+    v09 = await read_deposit(eth, ep09, pm09)
     threshold = v07 + ETHER
 
     services = await sponsoring_services(devnet, eth, engine)
@@ -108,7 +113,11 @@ async def test_a_low_v07_deposit_alerts_naming_its_paymaster_and_both_are_shown(
     # A watcher per paymaster, as the composition root starts them.
     alert = deposit_events(services.store, WebhookStore(engine))
     watched = services.paymaster_contracts(CHAIN_ID)
-    assert {checksum(ep): checksum(pm) for ep, pm in watched.items()} == {ep08: pm08, ep07: pm07}
+    assert {checksum(ep): checksum(pm) for ep, pm in watched.items()} == {
+        ep08: pm08,
+        ep07: pm07,
+        ep09: pm09,
+    }
     for entry_point, paymaster in watched.items():
         watcher = DepositWatcher(eth, CHAIN_ID, entry_point, paymaster, threshold, alert)
         services.record_deposit(await watcher.check())
@@ -132,8 +141,12 @@ async def test_a_low_v07_deposit_alerts_naming_its_paymaster_and_both_are_shown(
     assert [
         (x["chainId"], x["entryPointVersion"], x["entryPoint"], x["paymaster"], x["low"])
         for x in listed
-    ] == [(CHAIN_ID, "0.8", ep08, pm08, False), (CHAIN_ID, "0.7", ep07, pm07, True)]
-    assert [x["depositWei"] for x in listed] == [str(v08), str(v07)]
+    ] == [
+        (CHAIN_ID, "0.8", ep08, pm08, False),
+        (CHAIN_ID, "0.7", ep07, pm07, True),
+        (CHAIN_ID, "0.9", ep09, pm09, False),
+    ]
+    assert [x["depositWei"] for x in listed] == [str(v08), str(v07), str(v09)]
 
     gauges = {
         (s.labels["chain"], s.labels["entry_point"], s.labels["paymaster"]): s.value
@@ -144,6 +157,7 @@ async def test_a_low_v07_deposit_alerts_naming_its_paymaster_and_both_are_shown(
     assert gauges == {
         (str(CHAIN_ID), ep08, pm08): float(v08),
         (str(CHAIN_ID), ep07, pm07): float(v07),
+        (str(CHAIN_ID), ep09, pm09): float(v09),
     }
 
     check = f"chain.{CHAIN_ID}.paymaster_deposit"

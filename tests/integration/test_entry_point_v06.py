@@ -10,8 +10,8 @@ from entryway import contracts
 from entryway.bundler.validation.simulation_v06 import sender_creator_v06
 from entryway.chain.rpc import Log
 from entryway.deploy.deployer import ContractDeployer
+from entryway.deploy.entry_point_v06 import place_entry_point_v06, source_plan
 from entryway.devnet.devnet import Devnet
-from entryway.devnet.entry_point_v06 import place_entry_point_v06, source_plan
 from entryway.domain.entry_points import V06, V07
 from entryway.domain.evm import address_bytes, create_address
 from entryway.domain.userop_v06 import UserOperationV06, user_op_hash_v06

@@ -36,10 +36,11 @@ async def client(service: Service) -> AsyncIterator[Entryway]:
 
 
 async def deployed_simple_account(
-    service: Service, factory: str | None, owner: LocalAccount
+    service: Service, factory: str | None, owner: LocalAccount, *, deployer: str | None = None
 ) -> str:
     """A v0.7 SimpleAccount of `owner`, deployed by a plain transaction to its `factory` (not
-    by a UserOperation: the account exists before the SDK sees it)."""
+    by a UserOperation: the account exists before the SDK sees it), sent from `deployer`
+    (impersonated; a later release's factory takes calls from its SenderCreator only)."""
     assert factory is not None, "the devnet deploys a v0.7 SimpleAccountFactory"
     raw = await service.node(
         CHAIN,
@@ -48,7 +49,7 @@ async def deployed_simple_account(
         "latest",
     )
     address = to_checksum_address("0x" + raw[-40:])
-    deployer = Account.create().address
+    deployer = deployer or Account.create().address
     await service.node(CHAIN, "anvil_setBalance", deployer, hex(10**18))
     await service.node(CHAIN, "anvil_impersonateAccount", deployer)
     tx = await service.node(

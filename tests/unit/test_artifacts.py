@@ -31,13 +31,14 @@ def test_committed_artifacts_equal_a_fresh_compile(tmp_path: Path) -> None:
 
 
 def _release_suffix(name: str) -> str:
-    return name[-3:] if name[-3:] in ("V06", "V07") else ""
+    return name[-3:] if name.endswith(("V06", "V07", "V09")) else ""
 
 
 def test_vendored_entry_points_are_the_npm_releases() -> None:
     packages = {
         "": ("contracts", "0.8.0", 4),
         "V07": ("contracts-v07", "0.7.0", 4),
+        "V09": ("contracts-v09", "0.9.0-rc.1", 4),
         "V06": ("contracts-v06", "0.6.0", 3),  # v0.6 simulates in the EntryPoint itself
     }
     for suffix, (package, version, count) in packages.items():

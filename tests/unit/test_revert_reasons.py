@@ -8,7 +8,7 @@ from eth_abi.abi import encode
 from entryway import contracts
 from entryway.domain.evm import keccak
 from entryway.domain.revert_reasons import explain_revert
-from entryway.service.op_report import ERRORS
+from entryway.service.revert_text import ERRORS
 
 ACCOUNT = contracts.load("SmartAccount").abi
 

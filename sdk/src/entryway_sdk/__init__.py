@@ -80,6 +80,7 @@ from entryway_sdk.transport import RetryPolicy
 from entryway_sdk.userop import (
     ENTRY_POINT_V07,
     ENTRY_POINT_V08,
+    ENTRY_POINT_V09,
     EntryPointVersion,
     UserOperation,
     entry_point_version,
@@ -94,6 +95,7 @@ __all__ = [
     "BASE_URL_ENV",
     "ENTRY_POINT_V07",
     "ENTRY_POINT_V08",
+    "ENTRY_POINT_V09",
     "PROOF_VERSION",
     "AccountInfo",
     "Anchor",

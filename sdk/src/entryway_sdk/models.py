@@ -60,6 +60,10 @@ class SdkDefaults:
     entry_point_v07: str | None = None
     paymaster_v07: str | None = None
     simple_account_factory_v07: str | None = None
+    # EntryPoint v0.9 likewise (on a devnet, where its release candidate is).
+    entry_point_v09: str | None = None
+    paymaster_v09: str | None = None
+    simple_account_factory_v09: str | None = None
     raw: Mapping[str, Any] = _raw()
 
     @classmethod
@@ -83,6 +87,9 @@ class SdkDefaults:
             entry_point_v07=optional_address("entryPointV07"),
             paymaster_v07=optional_address("paymasterV07"),
             simple_account_factory_v07=optional_address("simpleAccountFactoryV07"),
+            entry_point_v09=optional_address("entryPointV09"),
+            paymaster_v09=optional_address("paymasterV09"),
+            simple_account_factory_v09=optional_address("simpleAccountFactoryV09"),
             raw=raw,
         )
 

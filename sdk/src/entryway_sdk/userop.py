@@ -1,5 +1,5 @@
-"""ERC-4337 UserOperations for EntryPoint v0.7 and v0.8: the RPC form, the packed fields, the
-userOpHash of each release, and the EIP-712 digests Entryway's SmartAccount verifies."""
+"""ERC-4337 UserOperations for EntryPoint v0.7, v0.8 and v0.9: the RPC form, the packed fields,
+the userOpHash of each release, and the EIP-712 digests Entryway's SmartAccount verifies."""
 
 from __future__ import annotations
 
@@ -13,7 +13,13 @@ from entryway_sdk._hex import ZERO_ADDRESS, address_bytes, checksum, hex_bytes, 
 
 ENTRY_POINT_V07 = "0x0000000071727De22E5E9d8BAf0edAc6f37da032"
 ENTRY_POINT_V08 = "0x4337084D9E255Ff0702461CF8895CE9E3b5Ff108"
-EntryPointVersion = Literal["0.7", "0.8"]
+# v0.9: the release's address on public chains, and where its npm release candidate (which
+# Entryway's devnets carry) lands with the release's salt.
+ENTRY_POINT_V09 = "0x433709009B8330FDa32311DF1C2AFA402eD8D009"
+ENTRY_POINT_V09_DEVNET = "0x63e9dfF4784c514b314670f239a52690F5709433"
+EntryPointVersion = Literal["0.7", "0.8", "0.9"]
+# v0.9's paymasterSignature suffix: signature | uint16(length) | this magic
+PAYMASTER_SIGNATURE_MAGIC = bytes.fromhex("22e325a297439656")
 _UINT128_MAX = 2**128 - 1
 
 PACKED_USEROP_TYPEHASH = keccak(
@@ -158,8 +164,24 @@ _PACKED_TYPES = [
 ]
 
 
-def _packed_fields(op: UserOperation) -> list[object]:
-    """The op's eight fields as both releases hash them (byte strings by their keccak)."""
+def _signed_paymaster_and_data(paymaster_and_data: bytes) -> bytes:
+    """What v0.9 hashes of paymasterAndData: a paymaster signature at its end (with its
+    length) cut out, the magic kept."""
+    if len(paymaster_and_data) < 52 + 10 or not paymaster_and_data.endswith(
+        PAYMASTER_SIGNATURE_MAGIC
+    ):
+        return paymaster_and_data
+    length = int.from_bytes(paymaster_and_data[-10:-8], "big")
+    if length > len(paymaster_and_data) - 52 - 10:
+        raise ValueError("paymasterAndData's paymaster signature is longer than its data")
+    return paymaster_and_data[: -(length + 10)] + PAYMASTER_SIGNATURE_MAGIC
+
+
+def _packed_fields(op: UserOperation, version: EntryPointVersion = "0.8") -> list[object]:
+    """The op's eight fields as the releases hash them (byte strings by their keccak)."""
+    paymaster_and_data = op.paymaster_and_data
+    if version == "0.9":
+        paymaster_and_data = _signed_paymaster_and_data(paymaster_and_data)
     return [
         checksum(op.sender),
         op.nonce,
@@ -168,21 +190,24 @@ def _packed_fields(op: UserOperation) -> list[object]:
         op.account_gas_limits,
         op.pre_verification_gas,
         op.gas_fees,
-        keccak(op.paymaster_and_data),
+        keccak(paymaster_and_data),
     ]
 
 
-def user_op_struct_hash(op: UserOperation) -> bytes:
-    """v0.8's EIP-712 struct hash: the typehash, then the eight packed fields."""
-    return keccak(
-        encode(["bytes32", *_PACKED_TYPES], [PACKED_USEROP_TYPEHASH, *_packed_fields(op)])
-    )
+def user_op_struct_hash(op: UserOperation, version: EntryPointVersion = "0.8") -> bytes:
+    """v0.8's EIP-712 struct hash: the typehash, then the eight packed fields (v0.9's: a
+    paymaster signature left out)."""
+    fields = _packed_fields(op, version)
+    return keccak(encode(["bytes32", *_PACKED_TYPES], [PACKED_USEROP_TYPEHASH, *fields]))
 
 
 def entry_point_version(entry_point: str) -> EntryPointVersion:
-    """The release of the EntryPoint at `entry_point`: v0.7 at its canonical address, v0.8
+    """The release of the EntryPoint at `entry_point`: v0.7 and v0.9 at their addresses, v0.8
     anywhere else (as the service takes an EntryPoint deployed elsewhere, a devnet's, to be)."""
-    return "0.7" if checksum(entry_point) == ENTRY_POINT_V07 else "0.8"
+    address = checksum(entry_point)
+    if address == ENTRY_POINT_V07:
+        return "0.7"
+    return "0.9" if address in (ENTRY_POINT_V09, ENTRY_POINT_V09_DEVNET) else "0.8"
 
 
 def _packed_fields_hash(op: UserOperation) -> bytes:
@@ -202,11 +227,13 @@ def user_op_hash(
 
     v0.7: keccak of abi.encode(keccak of the op's eight packed fields, entryPoint, chainId).
     v0.8: the EIP-712 digest of the packed op under ("ERC4337", "1", chainId, entryPoint).
+    v0.9: v0.8's, with a paymaster signature appended to paymasterAndData left out, so the
+    account may sign before its paymaster does.
     What an account signs over it is the account's choice: Entryway's SmartAccount signs the
     digest as it is, v0.7's SimpleAccount an EIP-191 message of it."""
     version = version or entry_point_version(entry_point)
-    if version not in ("0.7", "0.8"):
-        raise ValueError(f"unsupported EntryPoint version {version!r} (supported: 0.7, 0.8)")
+    if version not in ("0.7", "0.8", "0.9"):
+        raise ValueError(f"unsupported EntryPoint version {version!r} (supported: 0.7-0.9)")
     if version == "0.7":
         return keccak(
             encode(
@@ -215,7 +242,7 @@ def user_op_hash(
             )
         )
     domain = domain_separator(b"ERC4337", b"1", chain_id, entry_point)
-    return _typed_digest(domain, user_op_struct_hash(op))
+    return _typed_digest(domain, user_op_struct_hash(op, version))
 
 
 def _smart_account_domain(account: str, chain_id: int) -> bytes:

@@ -148,7 +148,10 @@ class BundleSender:
         # once, beside one read of the code every op's validation used (COD-010); the node
         # answers these calls in parallel.
         checks = asyncio.gather(
-            *(self.bundler.validator.validate(e.op, now=now, trace=False) for e in chosen),
+            *(
+                self.bundler.validator.validate(e.op, now=now, block=block, trace=False)
+                for e in chosen
+            ),
             return_exceptions=True,
         )
         results, changes = await asyncio.gather(

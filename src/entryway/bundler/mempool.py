@@ -219,7 +219,10 @@ class Mempool:
         dropped: list[tuple[MempoolEntry, str]] = []
         for entry in list(self._by_hash.values()):
             reason = None
-            if entry.outcome.valid_until < now + self.limits.min_validity_s:
+            ended_at_block = entry.outcome.expired_by_block(block)  # v0.9's ranges in blocks
+            if ended_at_block is not None:
+                reason = f"expired at block {ended_at_block}"
+            elif entry.outcome.valid_until < now + self.limits.min_validity_s:
                 reason = f"expires at {entry.outcome.valid_until}"
             elif entry.received_at < received_before:
                 reason = "stale: not bundled within the mempool's maximum age"

@@ -20,7 +20,14 @@ from entryway.bundler.validation.simulation_v06 import (
     sender_creator_v06,
 )
 from entryway.chain.rpc import EthClient
-from entryway.domain.entry_points import RELEASES, V06, EntryPointVersion, release, version_at
+from entryway.domain.entry_points import (
+    RELEASES,
+    V06,
+    EntryPointRelease,
+    EntryPointVersion,
+    release,
+    version_at,
+)
 from entryway.domain.evm import checksum, create_address
 from entryway.errors import ConfigurationError
 
@@ -42,6 +49,18 @@ async def sender_creator_of(eth: EthClient, entry_point: str) -> str:
     return checksum(abi.decode_output("senderCreator", raw)[0])
 
 
+def is_release_code(r: EntryPointRelease, address: str, code: bytes) -> bool:
+    """Whether `code` at `address` is release `r`. At an address the package's creation code
+    lands at, the runtime code must match the package's. At a canonical address the package
+    does not reach (v0.9's: npm has only its release candidate), the deterministic deployer
+    and the release's salt put only the release's own code there: any code is it."""
+    if not code:
+        return False
+    if contracts.load(r.artifact("EntryPoint")).runtime_matches(code):
+        return True
+    return r.packaged_address is not None and address.lower() == r.address.lower()
+
+
 async def check_entry_point_code(eth: EthClient, entry_point: str, chain_id: int) -> None:
     """The EntryPoint is there, and is the release its address stands for."""
     code = await eth.get_code(entry_point)
@@ -52,19 +71,21 @@ async def check_entry_point_code(eth: EthClient, entry_point: str, chain_id: int
             raise ConfigurationError(f"the code at {entry_point} is not EntryPoint v0.6")
         return
     r = release(version_at(entry_point))
-    if not contracts.load(r.artifact("EntryPoint")).runtime_matches(code):
+    if not is_release_code(r, entry_point, code):
         raise ConfigurationError(f"the code at {entry_point} is not EntryPoint v{r.version}")
 
 
 async def releases_present(eth: EthClient, besides: str) -> list[str]:
-    """The canonical EntryPoints, other than `besides`, that the chain carries."""
+    """The EntryPoints, other than `besides`, that the chain carries: each release at its
+    canonical address, else (v0.9 on a devnet) where its package's code lands."""
     found = []
     for r in RELEASES.values():
-        if r.address.lower() == besides.lower():
-            continue
-        code = await eth.get_code(r.address)
-        if code and contracts.load(r.artifact("EntryPoint")).runtime_matches(code):
-            found.append(r.address)
+        for address in r.addresses:
+            if address.lower() == besides.lower():
+                break
+            if is_release_code(r, address, await eth.get_code(address)):
+                found.append(address)
+                break
     if V06.address.lower() != besides.lower() and await answers_as_v06(
         eth, V06.address, await eth.chain_id()
     ):

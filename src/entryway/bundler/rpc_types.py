@@ -8,6 +8,7 @@ from typing import Any
 from entryway.bundler.errors import invalid_params
 from entryway.domain.eip7702 import MARKER, Authorization
 from entryway.domain.evm import checksum
+from entryway.domain.paymaster_signature import encode_paymaster_signature
 from entryway.domain.userop import UserOperation
 from entryway.domain.userop_json import op_to_json
 
@@ -120,9 +121,20 @@ def parse_user_operation(raw: Any) -> UserOperation:
             "paymasterPostOpGasLimit",
             limit=_UINT128_MAX,
         ),
-        paymaster_data=parse_data(_optional(raw, "paymasterData", "0x"), "paymasterData"),
+        paymaster_data=_paymaster_data(raw),
         eip7702_auth=None if auth is None else parse_authorization(auth),
     )
+
+
+def _paymaster_data(raw: dict[str, Any]) -> bytes:
+    """paymasterData, with a separately given `paymasterSignature` (EntryPoint v0.9, as viem
+    sends it) appended in the release's suffix form."""
+    data = parse_data(_optional(raw, "paymasterData", "0x"), "paymasterData")
+    signature = parse_data(_optional(raw, "paymasterSignature", "0x"), "paymasterSignature")
+    try:
+        return data + encode_paymaster_signature(signature)
+    except ValueError as exc:
+        raise invalid_params(f"paymasterSignature: {exc}") from None
 
 
 def parse_authorization(raw: Any) -> Authorization:

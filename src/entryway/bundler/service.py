@@ -37,7 +37,14 @@ from entryway.bundler.validation.simulation import (
 )
 from entryway.chain.rpc import EthClient
 from entryway.domain.eip7702 import delegate_of
-from entryway.domain.entry_points import EntryPointRelease, release, release_at, version_at
+from entryway.domain.entry_points import (
+    EntryPointRelease,
+    EntryPointVersion,
+    release,
+    release_at,
+    version_at,
+)
+from entryway.domain.paymaster_signature import paymaster_signature_length
 from entryway.domain.userop import UserOperation, user_op_hash
 
 log = logging.getLogger("entryway.bundler")
@@ -134,13 +141,19 @@ class Bundler:
     # ------------------------------------------------------------------ accepting ops
 
     def check_supported(self, op: UserOperation) -> None:
-        """An op this EntryPoint release can carry: v0.7 has no EIP-7702 senders."""
+        """An op this EntryPoint release can carry: v0.7 has no EIP-7702 senders; v0.9 rejects
+        a paymaster signature suffix that claims more bytes than paymasterAndData has."""
         uses_7702 = op.is_eip7702 or op.eip7702_auth is not None
         if uses_7702 and not self.config.release.supports_eip7702:
             raise invalid_params(
                 f"EntryPoint v{self.config.release.version} does not support EIP-7702 senders "
                 "(factory 0x7702, eip7702Auth)"
             )
+        if self.config.release.version is EntryPointVersion.V09:
+            try:
+                paymaster_signature_length(op.paymaster_and_data)
+            except ValueError as exc:
+                raise invalid_params(str(exc)) from None
 
     async def op_hash(self, op: UserOperation) -> bytes:
         self.check_supported(op)
@@ -209,7 +222,7 @@ class Bundler:
                 f"preVerificationGas {op.pre_verification_gas} is below the {floor} required"
             )
         self._check_mempool_rules(op)  # cheap, before the costly simulation
-        outcome = await self.validator.validate(op, now=now, op_hash=op_hash)
+        outcome = await self.validator.validate(op, now=now, block=block_number, op_hash=op_hash)
         required = pre_verification_gas(op, outcome.pre_op_gas - op.pre_verification_gas)
         if self.l1_fees is not None:
             required += await self.l1_fees.gas(op)

@@ -29,9 +29,9 @@ from entryway.bundler.validation.sanity import SanityLimits
 from entryway.bundler.validation.simulation import Validator
 from entryway.chain.rpc import EthClient
 from entryway.chain.transactor import Transactor
-from entryway.deploy.deployer import ContractDeployer
+from entryway.deploy.deployer import ContractDeployer, v09_entry_point_on
+from entryway.deploy.entry_point_v06 import place_entry_point_v06
 from entryway.deploy.plan import Operator, plan_deployment
-from entryway.devnet.entry_point_v06 import place_entry_point_v06
 from entryway.domain.entry_points import version_at
 from entryway.domain.evm import checksum
 from entryway.domain.networks import FeeRules, fee_rules_for
@@ -96,12 +96,16 @@ def read_executor_keys(files: list[Path]) -> tuple[LocalAccount, ...]:
 
 
 async def deploy_entry_points(eth: EthClient, key: LocalAccount, chain_id: int) -> None:
-    """Every EntryPoint release (v0.8, v0.7) the chain lacks, at its canonical address; and
-    v0.6, on a development node that lets code be set (anvil), placed as devnets place it."""
+    """Every EntryPoint release (v0.8, v0.7, v0.9) the chain lacks, at its canonical address
+    (v0.9's release candidate where it lands, on a chain without the release); and v0.6, on
+    a development node that lets code be set (anvil), placed as devnets place it."""
     deployer = ContractDeployer(eth, Transactor(eth, key, chain_id))
-    plan = plan_deployment(Operator(key.address, key.address, key.address))
+    plan = plan_deployment(
+        Operator(key.address, key.address, key.address),
+        entry_point_v09=await v09_entry_point_on(eth),
+    )
     await deployer.ensure_deterministic_deployer()
-    for entry_point in (plan.entry_point, plan.entry_point_v07):
+    for entry_point in (plan.entry_point, plan.entry_point_v07, plan.entry_point_v09):
         await deployer.ensure(entry_point)
     # Only anvil lets code be set; elsewhere a copy of the npm release would be gas spent on
     # code the canonical address never runs.

@@ -1,6 +1,6 @@
 """Compiled contracts shipped inside the package: Entryway's own, built from `contracts/` by
-`make contracts`, and the EntryPoint v0.8, v0.7 and v0.6 releases copied from their npm
-packages (v0.7's named with a "V07" suffix, v0.6's with "V06")."""
+`make contracts`, and the EntryPoint v0.8, v0.7, v0.9 and v0.6 releases copied from their npm
+packages (v0.7's named with a "V07" suffix, v0.9's with "V09", v0.6's with "V06")."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ ENTRYWAY_CONTRACTS = (
     "AccountFactory",
     "VerifyingPaymaster",
     "VerifyingPaymasterV07",
+    "VerifyingPaymasterV09",
     "NotaryAnchor",
 )
 VENDORED_CONTRACTS = (
@@ -32,6 +33,10 @@ VENDORED_CONTRACTS = (
     "EntryPointV06",
     "SimpleAccountV06",
     "SimpleAccountFactoryV06",
+    "EntryPointV09",
+    "EntryPointSimulationsV09",
+    "SimpleAccountV09",
+    "SimpleAccountFactoryV09",
 )
 SIMULATION_CONTRACTS = ("EntrywaySimulations",)
 TEST_CONTRACTS = (

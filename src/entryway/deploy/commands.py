@@ -12,6 +12,7 @@ from entryway.deploy.deployer import (
     ContractDeployer,
     PaymasterFunding,
     check_requirements,
+    v09_entry_point_on,
 )
 from entryway.deploy.plan import Operator, plan_deployment
 from entryway.deploy.rpc_health import RpcHealthThresholds
@@ -38,12 +39,10 @@ async def deploy_network(
     rpc_health: RpcHealthThresholds | None = None,
 ) -> None:
     operator = load_key_file(key_file)
-    plan = plan_deployment(
-        Operator(
-            owner=operator.address,
-            paymaster_signer=checksum(paymaster_signer or operator.address),
-            notary_submitter=checksum(notary_submitter or operator.address),
-        )
+    operator_addresses = Operator(
+        owner=operator.address,
+        paymaster_signer=checksum(paymaster_signer or operator.address),
+        notary_submitter=checksum(notary_submitter or operator.address),
     )
     # The probes go through a client that tries each call once: a retry would hide the
     # failure they count.
@@ -51,6 +50,7 @@ async def deploy_network(
     async with JsonRpcClient(rpc_url) as rpc, JsonRpcClient(rpc_url, retry=once) as probe_rpc:
         eth = EthClient(rpc)
         chain_id = expected_chain_id if expected_chain_id is not None else await eth.chain_id()
+        plan = plan_deployment(operator_addresses, entry_point_v09=await v09_entry_point_on(eth))
         checks = await check_requirements(
             eth, chain_id, plan, rpc_health, probe=EthClient(probe_rpc)
         )

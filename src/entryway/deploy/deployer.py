@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from eth_abi.abi import encode
 
 from entryway import contracts
-from entryway.bundler.validation.simulation_v06 import answers_as_v06
+from entryway.chain.entry_point_v06 import answers_as_v06
 from entryway.chain.rpc import EthClient, RpcError, RpcTransportError
 from entryway.chain.transactor import Transactor
 from entryway.deploy.plan import (
@@ -30,7 +30,7 @@ from entryway.deploy.rpc_health import (
     probe_stability,
     stability,
 )
-from entryway.domain.entry_points import V06, V07, V08, EntryPointRelease
+from entryway.domain.entry_points import V06, V07, V08, V09, EntryPointRelease
 from entryway.errors import EntrywayError
 
 
@@ -56,8 +56,8 @@ def devnet_price_feed_plan(owner: str, native_token: str, micro_eur: int) -> Con
 
 @dataclass(frozen=True, slots=True)
 class Deployment:
-    """Where a chain's contracts are. The v0.7 ones are absent from a deployment configured
-    with only v0.8 addresses."""
+    """Where a chain's contracts are. The v0.7 and v0.9 ones are absent from a deployment
+    configured without them."""
 
     chain_id: int
     entry_point: str
@@ -67,6 +67,9 @@ class Deployment:
     entry_point_v07: str | None = None
     paymaster_v07: str | None = None
     simple_account_factory_v07: str | None = None
+    entry_point_v09: str | None = None
+    paymaster_v09: str | None = None
+    simple_account_factory_v09: str | None = None
 
     def as_json(self, rpc_url: str) -> dict[str, object]:
         out: dict[str, object] = {
@@ -81,6 +84,9 @@ class Deployment:
             ("entryPointV07", self.entry_point_v07),
             ("paymasterV07", self.paymaster_v07),
             ("simpleAccountFactoryV07", self.simple_account_factory_v07),
+            ("entryPointV09", self.entry_point_v09),
+            ("paymasterV09", self.paymaster_v09),
+            ("simpleAccountFactoryV09", self.simple_account_factory_v09),
         ):
             if address is not None:
                 out[key] = address
@@ -88,9 +94,14 @@ class Deployment:
 
     def other_paymasters(self) -> dict[str, str]:
         """The paymaster contract of each EntryPoint besides v0.8's: EntryPoint -> paymaster."""
-        if self.entry_point_v07 is None or self.paymaster_v07 is None:
-            return {}
-        return {self.entry_point_v07: self.paymaster_v07}
+        return {
+            entry_point: paymaster
+            for entry_point, paymaster in (
+                (self.entry_point_v07, self.paymaster_v07),
+                (self.entry_point_v09, self.paymaster_v09),
+            )
+            if entry_point is not None and paymaster is not None
+        }
 
     def service_paymaster_of(self, op_paymaster: str | None) -> str:
         """The service's paymaster contract an op names (there is one per EntryPoint), or
@@ -122,6 +133,9 @@ class Deployment:
             entry_point_v07=plan.entry_point_v07.address,
             paymaster_v07=plan.paymaster_v07.address,
             simple_account_factory_v07=plan.simple_account_factory_v07.address,
+            entry_point_v09=plan.entry_point_v09.address,
+            paymaster_v09=plan.paymaster_v09.address,
+            simple_account_factory_v09=plan.simple_account_factory_v09.address,
         )
 
 
@@ -158,7 +172,7 @@ async def check_requirements(
     """The requirements for an additional network (docs/requirements.md §1.2): EVM-compatible,
     its RPC answering with the expected chain id, the chain active (a fresh head) with a
     stable endpoint (`thresholds`; probed through `probe`, a client that does not retry,
-    else `eth`), and each EntryPoint release (v0.8, v0.7) present or deployable."""
+    else `eth`), and each EntryPoint release (v0.8, v0.7, v0.9) present or deployable."""
     try:
         chain_id = await eth.chain_id()
         block = await eth.get_block("latest")
@@ -180,7 +194,11 @@ async def check_requirements(
         ),
     ]
     checks += await _activity_checks(eth, probe or eth, expected_chain_id, block, thresholds)
-    for release, entry_point in ((V08, plan.entry_point), (V07, plan.entry_point_v07)):
+    for release, entry_point in (
+        (V08, plan.entry_point),
+        (V07, plan.entry_point_v07),
+        (V09, plan.entry_point_v09),
+    ):
         checks.append(await _entry_point_check(eth, release, entry_point))
     checks.append(await _entry_point_v06_check(eth, chain_id))
     return checks
@@ -227,7 +245,10 @@ async def _entry_point_check(
 ) -> RequirementCheck:
     what = f"EntryPoint v{release.version}"
     code = await eth.get_code(plan.address)
-    if code:
+    if not plan.init_code:  # the release itself, which only its own deployment puts there
+        ok = bool(code)
+        detail = f"{what} present" if ok else f"no {what} at {plan.address}"
+    elif code:
         ok = runtime_code_matches(plan.artifact, code)
         detail = f"{what} present" if ok else f"other code at the {what} address"
     else:
@@ -238,6 +259,15 @@ async def _entry_point_check(
             else f"{what} deployable once the deterministic deployer is installed"
         )
     return RequirementCheck(f"{what} present or deployable", ok, detail)
+
+
+async def v09_entry_point_on(eth: EthClient) -> str:
+    """Where EntryPoint v0.9 is served on this chain: its canonical address where the chain
+    carries the release (public chains), else where its npm release candidate lands."""
+    if await eth.get_code(V09.address):
+        return V09.address
+    assert V09.packaged_address is not None
+    return V09.packaged_address
 
 
 class ContractDeployer:
@@ -262,6 +292,10 @@ class ContractDeployer:
     async def ensure(self, plan: ContractPlan) -> bool:
         """Deploy `plan` unless it is in place; True if it was deployed now."""
         code = await self.eth.get_code(plan.address)
+        if not plan.init_code:  # a release the chain carries: its address proves its code
+            if not code:
+                raise DeploymentError(f"no {plan.name} at {plan.address}, and none to deploy")
+            return False
         deployed_now = not code
         if deployed_now:
             await self.transactor.send(DETERMINISTIC_DEPLOYER, plan.deploy_data)
@@ -289,6 +323,7 @@ class ContractDeployer:
             for entry_point, paymaster in (
                 (plan.entry_point, plan.paymaster),
                 (plan.entry_point_v07, plan.paymaster_v07),
+                (plan.entry_point_v09, plan.paymaster_v09),
             ):
                 done += await self.fund_paymaster(entry_point, paymaster, funding)
         return Deployment.of_plan(self.transactor.chain_id, plan), done

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from eth_abi.abi import encode
 
 from entryway import contracts
-from entryway.domain.entry_points import V07, V08, EntryPointRelease
+from entryway.domain.entry_points import V07, V08, V09, EntryPointRelease
 from entryway.domain.evm import create2_address, hex_to_bytes, keccak
 
 # Arachnid's deterministic deployment proxy: `salt ++ initCode` in, CREATE2 out.
@@ -40,7 +40,7 @@ class ContractPlan:
     artifact: str
     address: str
     salt: bytes
-    init_code: bytes
+    init_code: bytes  # empty: a release the chain must already carry (never deployed by us)
 
     @property
     def deploy_data(self) -> bytes:
@@ -59,8 +59,8 @@ class Operator:
 
 @dataclass(frozen=True, slots=True)
 class DeploymentPlan:
-    """Entryway on EntryPoint v0.8, and beside it EntryPoint v0.7 with its own paymaster (same
-    owner and signer) and the reference SimpleAccountFactory of that release."""
+    """Entryway on EntryPoint v0.8, and beside it EntryPoints v0.7 and v0.9, each with its own
+    paymaster (same owner and signer) and the reference SimpleAccountFactory of its release."""
 
     entry_point: ContractPlan
     account_factory: ContractPlan
@@ -69,6 +69,9 @@ class DeploymentPlan:
     entry_point_v07: ContractPlan
     paymaster_v07: ContractPlan
     simple_account_factory_v07: ContractPlan
+    entry_point_v09: ContractPlan
+    paymaster_v09: ContractPlan
+    simple_account_factory_v09: ContractPlan
 
     def contracts(self) -> tuple[ContractPlan, ...]:
         """In deployment order: an EntryPoint before what is bound to it."""
@@ -80,6 +83,9 @@ class DeploymentPlan:
             self.entry_point_v07,
             self.paymaster_v07,
             self.simple_account_factory_v07,
+            self.entry_point_v09,
+            self.paymaster_v09,
+            self.simple_account_factory_v09,
         )
 
 
@@ -88,21 +94,30 @@ def plan_contract(name: str, artifact: str, salt: bytes, init_code: bytes) -> Co
     return ContractPlan(name, artifact, address, salt, init_code)
 
 
-def plan_entry_point(release: EntryPointRelease) -> ContractPlan:
-    """The release's EntryPoint at its canonical address, from its npm artifact."""
+def plan_entry_point(release: EntryPointRelease, address: str | None = None) -> ContractPlan:
+    """The release's EntryPoint from its npm artifact, where the release's salt puts it: the
+    canonical address, or the package's own when the package is not the release (v0.9's
+    release candidate). `address` the canonical one of such a release: the chain already
+    carries it, and it is checked, never deployed."""
     artifact = release.artifact("EntryPoint")
     name = "entryPoint" + release.artifact_suffix
+    if release.packaged_address is not None and address == release.address:
+        return ContractPlan(name, artifact, address, hex_to_bytes(release.salt), b"")
     plan = plan_contract(
         name, artifact, hex_to_bytes(release.salt), contracts.load(artifact).bytecode
     )
-    if plan.address != release.address:
+    if plan.address != (release.packaged_address or release.address):
         raise AssertionError(f"the {artifact} artifact is not the v{release.version} release")
     return plan
 
 
-def plan_deployment(operator: Operator) -> DeploymentPlan:
+def plan_deployment(operator: Operator, *, entry_point_v09: str | None = None) -> DeploymentPlan:
+    """Every contract of a deployment. EntryPoint v0.9 is planned at `entry_point_v09`: its
+    canonical address on a chain that carries the release (`deployer.v09_entry_point_on`
+    says), else (the default) where its npm release candidate lands."""
     entry_point, entry_point_v07 = plan_entry_point(V08), plan_entry_point(V07)
-    ep, ep_v07 = entry_point.address, entry_point_v07.address
+    ep_plan_v09 = plan_entry_point(V09, entry_point_v09)
+    ep, ep_v07, ep_v09 = entry_point.address, entry_point_v07.address, ep_plan_v09.address
 
     def with_args(artifact: str, types: list[str], args: list[object]) -> bytes:
         return contracts.load(artifact).bytecode + encode(types, args)
@@ -112,14 +127,13 @@ def plan_deployment(operator: Operator) -> DeploymentPlan:
         init_code = with_args(artifact, ["address", "address", "address"], args)
         return plan_contract(name, artifact, ENTRYWAY_SALT, init_code)
 
+    def bound_to(name: str, artifact: str, entry_point: str) -> ContractPlan:
+        init_code = with_args(artifact, ["address"], [entry_point])
+        return plan_contract(name, artifact, ENTRYWAY_SALT, init_code)
+
     return DeploymentPlan(
         entry_point=entry_point,
-        account_factory=plan_contract(
-            "accountFactory",
-            "AccountFactory",
-            ENTRYWAY_SALT,
-            with_args("AccountFactory", ["address"], [ep]),
-        ),
+        account_factory=bound_to("accountFactory", "AccountFactory", ep),
         paymaster=paymaster("paymaster", "VerifyingPaymaster", ep),
         notary=plan_contract(
             "notary",
@@ -131,10 +145,12 @@ def plan_deployment(operator: Operator) -> DeploymentPlan:
         ),
         entry_point_v07=entry_point_v07,
         paymaster_v07=paymaster("paymasterV07", "VerifyingPaymasterV07", ep_v07),
-        simple_account_factory_v07=plan_contract(
-            "simpleAccountFactoryV07",
-            "SimpleAccountFactoryV07",
-            ENTRYWAY_SALT,
-            with_args("SimpleAccountFactoryV07", ["address"], [ep_v07]),
+        simple_account_factory_v07=bound_to(
+            "simpleAccountFactoryV07", "SimpleAccountFactoryV07", ep_v07
+        ),
+        entry_point_v09=ep_plan_v09,
+        paymaster_v09=paymaster("paymasterV09", "VerifyingPaymasterV09", ep_v09),
+        simple_account_factory_v09=bound_to(
+            "simpleAccountFactoryV09", "SimpleAccountFactoryV09", ep_v09
         ),
     )

@@ -18,10 +18,15 @@ from eth_account.signers.local import LocalAccount
 
 from entryway.chain.rpc import EthClient, JsonRpcClient
 from entryway.chain.transactor import Transactor
-from entryway.deploy.deployer import ContractDeployer, Deployment, PaymasterFunding
+from entryway.deploy.deployer import (
+    ContractDeployer,
+    Deployment,
+    PaymasterFunding,
+    v09_entry_point_on,
+)
+from entryway.deploy.entry_point_v06 import place_entry_point_v06
 from entryway.deploy.plan import Operator, plan_deployment
 from entryway.devnet.anvil import AnvilConfig, AnvilProcess, free_port
-from entryway.devnet.entry_point_v06 import place_entry_point_v06
 from entryway.devnet.fee_layer import FeeLayer
 from entryway.devnet.fees import DevnetFees, devnet_fees
 from entryway.devnet.ownership import ensure_port_free, reap_leftover
@@ -188,7 +193,9 @@ class Devnet:
                 if await eth.get_balance(account.address) < balance // 2:
                     await rpc.request("anvil_setBalance", [account.address, hex(balance)])
             deployer = ContractDeployer(eth, Transactor(eth, self.keys.operator, chain_id))
-            plan = plan_deployment(self.keys.operator_addresses)
+            plan = plan_deployment(
+                self.keys.operator_addresses, entry_point_v09=await v09_entry_point_on(eth)
+            )
             deployment, done = await deployer.deploy(plan, DEVNET_PAYMASTER_FUNDING)
             done += await place_entry_point_v06(rpc, deployer)
         return DevnetChain(chain_id, rpc_url, deployment, tuple(done))

@@ -10,6 +10,13 @@ v0.6 is older and apart: its UserOperation is unpacked (nine gas and fee fields 
 `paymasterAndData`), its hash is its own and it simulates inside the EntryPoint. Its npm
 release does not compile to the code deployed at its canonical address, so it has no salt:
 real chains already carry it, and a devnet copies the npm release's runtime code there.
+
+v0.9 takes the same packed UserOperation again and hashes it as v0.8 does, except that a
+paymaster signature appended to paymasterAndData (`paymasterSignature`, marked by a length and
+a magic suffix) is left out of the hash, so the paymaster may sign after the account. npm only
+carries its release candidate (0.9.0-rc.1), whose creation code differs from the release's:
+with the release's salt it lands at `packaged_address`, not at the canonical address. Public
+chains already carry the release at the canonical address; devnets get rc.1 where it lands.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ class EntryPointVersion(StrEnum):
     V06 = "0.6"
     V07 = "0.7"
     V08 = "0.8"
+    V09 = "0.9"
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +41,16 @@ class EntryPointRelease:
     package: str  # the npm release its artifacts come from
     artifact_suffix: str  # "" for v0.8's artifacts, "V07" for EntryPointV07.json and kin
     supports_eip7702: bool
+    # Where the packaged creation code lands with `salt`, when the package is not the release
+    # itself (v0.9: npm has only its release candidate); None when that is `address`.
+    packaged_address: str | None = None
+
+    @property
+    def addresses(self) -> tuple[str, ...]:
+        """Every address this release is served at: the canonical one, then the package's."""
+        if self.packaged_address is None:
+            return (self.address,)
+        return (self.address, self.packaged_address)
 
     def artifact(self, name: str) -> str:
         """The packaged artifact of the release's `name` contract (EntryPoint, SimpleAccount…)."""
@@ -63,10 +81,19 @@ V06 = EntryPointRelease(
     "V06",
     supports_eip7702=False,
 )
+V09 = EntryPointRelease(
+    EntryPointVersion.V09,
+    "0x433709009B8330FDa32311DF1C2AFA402eD8D009",
+    "7702864008ddeab30aa67b7adc3d2653bc8d162714b1fe8fe4582df814f3bf61",
+    "@account-abstraction/contracts@0.9.0-rc.1",
+    "V09",
+    supports_eip7702=True,
+    packaged_address="0x63e9dfF4784c514b314670f239a52690F5709433",
+)
 # The releases taking the packed UserOperation; v0.6 (unpacked) is served by its own code.
-RELEASES: dict[EntryPointVersion, EntryPointRelease] = {r.version: r for r in (V07, V08)}
+RELEASES: dict[EntryPointVersion, EntryPointRelease] = {r.version: r for r in (V07, V08, V09)}
 DEFAULT_VERSION = EntryPointVersion.V08
-_BY_ADDRESS = {r.address.lower(): r for r in (*RELEASES.values(), V06)}
+_BY_ADDRESS = {a.lower(): r for r in (*RELEASES.values(), V06) for a in r.addresses}
 
 
 def release(version: EntryPointVersion | str) -> EntryPointRelease:
@@ -81,7 +108,7 @@ def release(version: EntryPointVersion | str) -> EntryPointRelease:
 
 
 def release_at(address: str) -> EntryPointRelease | None:
-    """The release whose canonical address this is, if any."""
+    """The release served at this address (canonical, or its package's), if any."""
     return _BY_ADDRESS.get(address.lower())
 
 

@@ -1,5 +1,5 @@
 """ERC-4337 UserOperations: the RPC (unpacked) form, the on-chain packed form, the hash
-(EntryPoint v0.7 and v0.8; a v0.6 op travels as one of these, `from_v06`/`as_v06`)."""
+(EntryPoint v0.7, v0.8 and v0.9; a v0.6 op travels as one of these, `from_v06`/`as_v06`)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from eth_abi.abi import encode
 from entryway.domain.eip7702 import MARKER, Authorization
 from entryway.domain.entry_points import EntryPointVersion, version_at
 from entryway.domain.evm import address_bytes, checksum, keccak
+from entryway.domain.paymaster_signature import signed_paymaster_and_data_hash
 from entryway.domain.userop_v06 import UserOperationV06, user_op_hash_v06
 
 PACKED_USEROP_TYPEHASH = keccak(
@@ -264,9 +265,12 @@ def user_op_struct_hash(
     init_code_hash: bytes | None = None,
     *,
     typehash: bytes = PACKED_USEROP_TYPEHASH,
+    paymaster_and_data_hash: bytes | None = None,
 ) -> bytes:
     """hashStruct of the op under PACKED_USEROP_TYPEHASH: nine static words, concatenated.
-    With an empty `typehash`, the keccak of the eight packed words v0.7 hashes."""
+    With an empty `typehash`, the keccak of the eight packed words v0.7 hashes;
+    `paymaster_and_data_hash` stands for keccak(paymasterAndData) (v0.9's, without the
+    paymaster signature)."""
     return keccak(
         b"".join(
             (
@@ -278,7 +282,9 @@ def user_op_struct_hash(
                 op.account_gas_limits,
                 _word(op.pre_verification_gas),
                 op.gas_fees,
-                keccak(op.paymaster_and_data),
+                paymaster_and_data_hash
+                if paymaster_and_data_hash is not None
+                else keccak(op.paymaster_and_data),
             )
         )
     )
@@ -296,7 +302,8 @@ def user_op_hash(
     is the one its address says: entry_points.version_at).
 
     v0.7: keccak of the ABI encoding of (keccak of the op's eight packed fields, the
-    EntryPoint, the chain id). v0.8: an EIP-712 digest under the EntryPoint's domain. v0.6:
+    EntryPoint, the chain id). v0.8: an EIP-712 digest under the EntryPoint's domain. v0.9:
+    v0.8's digest, with a paymaster signature appended to paymasterAndData left out. v0.6:
     userop_v06.user_op_hash_v06 of the op's v0.6 form.
 
     For an EIP-7702 sender (initCode starting with the 0x7702 marker) the EntryPoint hashes
@@ -316,5 +323,9 @@ def user_op_hash(
         if delegate is None:
             raise ValueError("an EIP-7702 op's hash needs its delegate address")
         init_code_hash = keccak(address_bytes(delegate) + op.factory_data)
+    pnd_hash = None
+    if version is EntryPointVersion.V09:
+        pnd_hash = signed_paymaster_and_data_hash(op.paymaster_and_data)
     domain = entry_point_domain_separator(entry_point, chain_id)
-    return keccak(b"\x19\x01" + domain + user_op_struct_hash(op, init_code_hash))
+    struct_hash = user_op_struct_hash(op, init_code_hash, paymaster_and_data_hash=pnd_hash)
+    return keccak(b"\x19\x01" + domain + struct_hash)

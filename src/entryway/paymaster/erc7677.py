@@ -25,7 +25,9 @@ from entryway.bundler.rpc_types import parse_address, parse_quantity, parse_user
 from entryway.bundler.validation.sanity import SanityLimits, check_bounds, check_op_gas
 from entryway.chain.rpc import EthClient, RpcError, RpcTransportError
 from entryway.domain.bounds import unprintable
+from entryway.domain.entry_points import EntryPointVersion, version_at
 from entryway.domain.evm import checksum, to_hex
+from entryway.domain.paymaster_signature import PAYMASTER_DATA_OFFSET, split_paymaster_signature
 from entryway.domain.pricebook import PriceBook
 from entryway.domain.sponsorship import Rule, SponsorInfo
 from entryway.domain.userop import UserOperation, user_op_hash
@@ -100,6 +102,11 @@ class PaymasterChain:
         limits = SanityLimits.for_chain(chain_id)
         pairs = tuple((checksum(ep), checksum(pm)) for ep, pm in (also or {}).items())
         return cls(chain_id, checksum(entry_point), checksum(paymaster), block_time, limits, pairs)
+
+    @property
+    def parallel(self) -> bool:
+        """Whether the paymaster signs in v0.9's paymasterSignature, beside the account."""
+        return version_at(self.entry_point) is EntryPointVersion.V09
 
     @property
     def entry_points(self) -> list[str]:
@@ -189,9 +196,9 @@ class PaymasterRpc:
         chain, op, policy_id = self._request(params, caller)
         draft = self._with_gas(chain, op)
         ticket = await self._check(caller, draft, policy_id)
-        window = await self._window(chain)
+        window = await self._window(chain, op)
         return {
-            **self._fields(chain, draft, stub_paymaster_data(window)),
+            **self._fields(chain, draft, stub_paymaster_data(window, parallel=chain.parallel)),
             "isFinal": False,
             "sponsor": self._sponsor(ticket),
         }
@@ -202,14 +209,14 @@ class PaymasterRpc:
         # Signed as it will be sent: its gas summed (ours included) must fit an op's bound.
         check_op_gas(draft, chain.limits)
         ask = SponsorshipAsk(caller.project_id, caller.chain_id, draft, policy_id, self.clock())
-        window = await self._window(chain)  # before the hold: a node error then holds nothing
+        window = await self._window(chain, op)  # before the hold: a node error holds nothing
         try:
             ticket = await self.gate.hold(ask, key_id=caller.key_id, endpoint=DATA_METHOD)
         except SponsorshipRefusedError as exc:
             raise _refusal(exc) from None
         if self.on_hold is not None and ticket.hold is not None and not ticket.hold.duplicate:
             self.on_hold(caller.project_id)
-        signed = self.signer.paymaster_data(draft, chain.chain_id, window)
+        signed = self.signer.paymaster_data(draft, chain.chain_id, window, parallel=chain.parallel)
         if self.signatures is not None:
             final = replace(draft, paymaster_data=signed)
             await self.signatures.record(
@@ -297,12 +304,18 @@ class PaymasterRpc:
         except SponsorshipRefusedError as exc:
             raise _refusal(exc) from None
 
-    async def _window(self, chain: PaymasterChain) -> ValidityWindow:
+    async def _window(self, chain: PaymasterChain, op: UserOperation) -> ValidityWindow:
+        """A fresh window; on v0.9, the one the op already carries (from the stub data, which
+        the account may have signed over) while it ends no later than a fresh one."""
         now = await chain.block_time()
-        return ValidityWindow(
+        fresh = ValidityWindow(
             valid_until=now + self.settings.validity_s,
             valid_after=max(now - self.settings.clock_skew_s, 0),
         )
+        asked = _parallel_window(chain, op)
+        if asked is not None and now < asked.valid_until <= fresh.valid_until:
+            return asked
+        return fresh
 
     @staticmethod
     def _fields(chain: PaymasterChain, op: UserOperation, data: bytes) -> dict[str, Any]:
@@ -325,6 +338,25 @@ def _hash_of(op: UserOperation, chain: PaymasterChain) -> str | None:
     if op.is_eip7702 and delegate is None:
         return None
     return "0x" + user_op_hash(op, chain.entry_point, chain.chain_id, delegate=delegate).hex()
+
+
+def _parallel_window(chain: PaymasterChain, op: UserOperation) -> ValidityWindow | None:
+    """The window in the signed part of a v0.9 op's data for this paymaster, if it has one."""
+    if not chain.parallel or op.paymaster is None:
+        return None
+    if op.paymaster.lower() != chain.paymaster.lower():
+        return None
+    try:
+        signed, _ = split_paymaster_signature(op.paymaster_and_data)
+    except ValueError as exc:
+        raise invalid_params(f"paymasterData: {exc}") from None
+    window = signed[PAYMASTER_DATA_OFFSET:]
+    if len(window) != 12:
+        return None
+    try:
+        return ValidityWindow(int.from_bytes(window[:6]), int.from_bytes(window[6:]))
+    except ValueError:
+        return None
 
 
 def _printable_id(value: Any) -> bool:

@@ -6,6 +6,13 @@
 The signer signs (EIP-191) `VerifyingPaymaster.getHash(op, validUntil, validAfter)`, which
 covers the op's fields with the paymaster's gas limits, the chain id and the paymaster's
 address. Its key comes from a file or an environment variable, never from the database.
+
+On EntryPoint v0.9 (VerifyingPaymasterV09) the signature moves into the release's
+paymasterSignature suffix (domain/paymaster_signature.py), which the userOpHash leaves out:
+`parallel` data, which the account may sign before the paymaster has.
+
+    paymasterAndData = ... | validUntil (6) | validAfter (6)
+                     | signature (65) | uint16(65) | magic (8)
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from pathlib import Path
 from eth_account import Account
 from eth_account.signers.local import LocalAccount
 
+from entryway.domain.paymaster_signature import encode_paymaster_signature
 from entryway.domain.signatures import (
     eth_signed_message_digest,
     paymaster_data,
@@ -63,21 +71,36 @@ def with_paymaster_gas(
     return op.with_paymaster(paymaster, verification_gas, post_op_gas, b"")
 
 
+def _with_signature(window: ValidityWindow, signature: bytes, parallel: bool) -> bytes:
+    if parallel:
+        return paymaster_data(
+            window.valid_until, window.valid_after, encode_paymaster_signature(signature)
+        )
+    return paymaster_data(window.valid_until, window.valid_after, signature)
+
+
 def sign_paymaster_data(
-    private_key: bytes, op: UserOperation, chain_id: int, window: ValidityWindow
+    private_key: bytes,
+    op: UserOperation,
+    chain_id: int,
+    window: ValidityWindow,
+    *,
+    parallel: bool = False,
 ) -> bytes:
     """The paymaster-specific tail of paymasterAndData (window and signature) for `op`, which
-    already names the paymaster and its gas limits."""
+    already names the paymaster and its gas limits; `parallel`: the signature in v0.9's
+    paymasterSignature suffix."""
     if op.paymaster is None:
         raise ValueError("the op names no paymaster")
     digest = paymaster_digest(op, chain_id, op.paymaster, window.valid_until, window.valid_after)
     signature = sign_digest(private_key, eth_signed_message_digest(digest))
-    return paymaster_data(window.valid_until, window.valid_after, signature)
+    return _with_signature(window, signature, parallel)
 
 
-def stub_paymaster_data(window: ValidityWindow) -> bytes:
-    """Data of the final data's length and code path, for gas estimation (never valid)."""
-    return paymaster_data(window.valid_until, window.valid_after, STUB_SIGNATURE)
+def stub_paymaster_data(window: ValidityWindow, *, parallel: bool = False) -> bytes:
+    """Data of the final data's length and code path, for gas estimation (never valid).
+    `parallel`: its signed part (the window) is the final data's, for the account to sign."""
+    return _with_signature(window, STUB_SIGNATURE, parallel)
 
 
 class PaymasterSigner:
@@ -90,8 +113,11 @@ class PaymasterSigner:
     def address(self) -> str:
         return str(self._account.address)
 
-    def paymaster_data(self, op: UserOperation, chain_id: int, window: ValidityWindow) -> bytes:
-        return sign_paymaster_data(bytes(self._account.key), op, chain_id, window)
+    def paymaster_data(
+        self, op: UserOperation, chain_id: int, window: ValidityWindow, *, parallel: bool = False
+    ) -> bytes:
+        key = bytes(self._account.key)
+        return sign_paymaster_data(key, op, chain_id, window, parallel=parallel)
 
     def sponsor(
         self,
@@ -102,9 +128,10 @@ class PaymasterSigner:
         window: ValidityWindow,
         verification_gas: int,
         post_op_gas: int,
+        parallel: bool = False,
     ) -> UserOperation:
         draft = with_paymaster_gas(op, paymaster, verification_gas, post_op_gas)
-        data = self.paymaster_data(draft, chain_id, window)
+        data = self.paymaster_data(draft, chain_id, window, parallel=parallel)
         return draft.with_paymaster(paymaster, verification_gas, post_op_gas, data)
 
     @classmethod

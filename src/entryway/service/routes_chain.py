@@ -75,6 +75,9 @@ def chain_routes(prefixes: tuple[str, ...]) -> APIRouter:
             entry_point_v07=chain.deployment.entry_point_v07,
             paymaster_v07=chain.deployment.paymaster_v07,
             simple_account_factory_v07=chain.deployment.simple_account_factory_v07,
+            entry_point_v09=chain.deployment.entry_point_v09,
+            paymaster_v09=chain.deployment.paymaster_v09,
+            simple_account_factory_v09=chain.deployment.simple_account_factory_v09,
         )
 
     for prefix in prefixes:

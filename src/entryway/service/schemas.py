@@ -101,6 +101,10 @@ class SdkDefaults(Wire):
     entry_point_v07: str | None = None
     paymaster_v07: str | None = None
     simple_account_factory_v07: str | None = None
+    # EntryPoint v0.9 likewise (on a devnet: where its release candidate lands).
+    entry_point_v09: str | None = None
+    paymaster_v09: str | None = None
+    simple_account_factory_v09: str | None = None
 
 
 class SdkDefaultsList(Wire):

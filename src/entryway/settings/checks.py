@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -187,12 +187,23 @@ def deployment_of(chain: ChainSettings, keys: ChainKeys) -> Deployment:
             entry_point_v07=a.entry_point_v07,
             paymaster_v07=a.paymaster_v07,
             simple_account_factory_v07=a.simple_account_factory_v07,
+            entry_point_v09=a.entry_point_v09,
+            paymaster_v09=a.paymaster_v09,
+            simple_account_factory_v09=a.simple_account_factory_v09,
         )
     assert chain.deploy_owner is not None  # read_chain_keys requires one of the two
     plan = plan_deployment(
         Operator(chain.deploy_owner, keys.paymaster_signer.address, keys.notary_submitter.address)
     )
-    return Deployment.of_plan(chain.chain_id, plan)
+    # EntryPoint v0.9's paymaster binds to the release on a chain that carries it, to its
+    # release candidate elsewhere: which, only the chain says, so v0.9 is sponsored on the
+    # addresses `entryway deploy` printed (its bundler serves it either way).
+    return replace(
+        Deployment.of_plan(chain.chain_id, plan),
+        entry_point_v09=None,
+        paymaster_v09=None,
+        simple_account_factory_v09=None,
+    )
 
 
 def check_service_keys(settings: Settings) -> list[str]:
@@ -255,7 +266,7 @@ async def check_rpc_urls(index: int, chain: ChainSettings) -> list[str]:
 
 async def check_contracts(index: int, chain: ChainSettings, deployment: Deployment) -> list[str]:
     """Code at each EntryPoint and paymaster, and the notary: a chain not deployed yet (or
-    deployed before EntryPoint v0.7 was served beside v0.8) says so here."""
+    deployed before EntryPoint v0.7 or v0.9 was served beside v0.8) says so here."""
     problems: list[str] = []
     async with JsonRpcClient(
         chain.urls(), timeout=_CHECK_TIMEOUT_S, connect_timeout=_CHECK_TIMEOUT_S
@@ -268,9 +279,12 @@ async def check_contracts(index: int, chain: ChainSettings, deployment: Deployme
             ("entry_point_v07", deployment.entry_point_v07),
             ("paymaster_v07", deployment.paymaster_v07),
             ("simple_account_factory_v07", deployment.simple_account_factory_v07),
+            ("entry_point_v09", deployment.entry_point_v09),
+            ("paymaster_v09", deployment.paymaster_v09),
+            ("simple_account_factory_v09", deployment.simple_account_factory_v09),
         ):
             if address is None:
-                continue  # v0.7 not configured: served without it
+                continue  # v0.7 or v0.9 not configured: served without it
             try:
                 code = await eth.get_code(address)
             except EntrywayError:

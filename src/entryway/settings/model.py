@@ -307,6 +307,11 @@ class ContractAddresses(Section):
     entry_point_v07: str | None = None
     paymaster_v07: str | None = None
     simple_account_factory_v07: str | None = None
+    # EntryPoint v0.9 likewise: its canonical address on a chain that carries the release
+    # (public chains), else where its npm release candidate lands (devnets).
+    entry_point_v09: str | None = None
+    paymaster_v09: str | None = None
+    simple_account_factory_v09: str | None = None
 
     @field_validator("*")
     @classmethod

@@ -232,7 +232,7 @@ async def test_an_op_sent_both_ways_is_charged_once(
         headers=auth,
         json=rpc("eth_sendUserOperation", user_operation_json(op), ep),
     )
-    assert sent.json()["result"] == op_hash
+    assert sent.json().get("result") == op_hash, sent.json()
     # Before our bundler bundles it, the same signed op goes straight to the EntryPoint.
     bundle = await (await stranger(harness)).handle_ops([op])
     assert bundle.outcomes[0].success

@@ -22,7 +22,7 @@ from entryway.deploy.deployer import ContractDeployer
 from entryway.deploy.plan import ENTRYWAY_SALT, plan_contract
 from entryway.devnet.devnet import Devnet
 from entryway.domain.eip7702 import MARKER
-from entryway.domain.entry_points import V06, V07, V08
+from entryway.domain.entry_points import V06, V07, V08, V09
 from entryway.domain.evm import address_bytes, hex_to_bytes
 from entryway.domain.signatures import eth_signed_message_digest, sign_digest
 from entryway.domain.userop import UserOperation, user_op_hash
@@ -35,8 +35,8 @@ FACTORY08 = "SimpleAccountFactory"
 
 @pytest.fixture(scope="module")
 async def both(devnet: Devnet, eth: EthClient) -> AsyncIterator[BundlerRpc]:
-    """A bundler for v0.8 that found v0.7 on the chain and serves it too, with two executor
-    keys the two EntryPoints' bundlers share."""
+    """A bundler for v0.8 that found v0.7 (and v0.9) on the chain and serves them too, with
+    two executor keys the EntryPoints' bundlers share."""
     executors = (Harness.new_key(), Harness.new_key())
     for executor in executors:
         await eth.rpc.request("anvil_setBalance", [executor.address, hex(1000 * ETHER)])
@@ -110,7 +110,13 @@ def sign(h: Harness, op: UserOperation, entry_point: str, owner: Any) -> UserOpe
 
 
 async def test_both_entry_points_are_supported(both: BundlerRpc) -> None:
-    assert await call(both, "eth_supportedEntryPoints") == [V08.address, V07.address, V06.address]
+    # v0.9 and v0.6 too: the devnet carries them (test_entry_point_v09.py, test_service_v06.py)
+    assert await call(both, "eth_supportedEntryPoints") == [
+        V08.address,
+        V07.address,
+        V09.packaged_address,
+        V06.address,
+    ]
     failure = await error(
         both, "eth_getUserOperationByHash", "0x" + "00" * 31
     )  # malformed hash: still an error, not a crash
@@ -196,7 +202,7 @@ async def test_v07_and_v08_ops_share_a_block(both: BundlerRpc, harness: Harness)
     await eth.rpc.request("evm_setAutomine", [False])
     try:
         sent = [await b.bundle_once(wait=False) for b in both.bundlers]
-        assert all(sent[:2]) and sent[2:] == [None]  # v0.8's and v0.7's; v0.6 has no op
+        assert all(sent[:2]) and not any(sent[2:])  # v0.8's and v0.7's; v0.9 and v0.6 have no op
         await eth.rpc.request("evm_mine", [])
     finally:
         await eth.rpc.request("evm_setAutomine", [True])

@@ -6,7 +6,7 @@ import pytest
 
 from entryway.bundler.gas.estimation import MAX_VERIFICATION_GAS
 from entryway.bundler.rpc_types import user_operation_json
-from entryway.domain.entry_points import V06, V07
+from entryway.domain.entry_points import V06, V07, V09
 from entryway.domain.userop import UserOperation
 from tests.integration.bundler.conftest import RpcClient
 from tests.integration.harness import ACCOUNT, COUNTER, EP, ETHER, Harness
@@ -24,8 +24,9 @@ async def test_chain_id_and_entry_points(client: RpcClient, harness: Harness) ->
     assert await client.result("eth_chainId") == hex(harness.chain_id)
     assert await client.result("eth_supportedEntryPoints") == [
         harness.deployment.entry_point,
-        V07.address,  # the devnet carries v0.7 and v0.6 too; the bundler serves each found
-        V06.address,
+        V07.address,  # the devnet carries v0.7 too; the bundler serves each EntryPoint found
+        V09.packaged_address,  # and v0.9 (its release candidate, docs/devnets.md)
+        V06.address,  # and v0.6
     ]
 
 

@@ -16,7 +16,7 @@ from entryway.bundler.standalone import StandaloneSettings, build_bundler
 from entryway.bundler.states import BundlingMode
 from entryway.chain.rpc import EthClient
 from entryway.devnet.devnet import Devnet
-from entryway.domain.entry_points import V06, V07, V08
+from entryway.domain.entry_points import V06, V07, V08, V09
 from entryway.domain.evm import hex_to_bytes
 from entryway.domain.userop_v06 import op_v06_to_json, user_op_hash_v06
 from tests.integration.harness import ETHER, Harness
@@ -58,6 +58,7 @@ async def test_v06_is_served_after_v08_and_v07(served: BundlerRpc) -> None:
     assert await call(served, "eth_supportedEntryPoints") == [
         V08.address,
         V07.address,
+        V09.packaged_address,  # the devnet's v0.9 (docs/devnets.md)
         V06.address,
     ]
 

@@ -65,7 +65,25 @@ async def test_sponsored_v07_op_is_signed_accounted_and_settled(
         headers=auth,
         json=rpc("eth_sendUserOperation", user_operation_json(signed), V07.address),
     )
-    op_hash = r.json()["result"]
+    await settled_and_charged(
+        service, bundler_rpc, pid, key, r.json()["result"], V07.address, paymaster07
+    )
+
+
+async def settled_and_charged(
+    service: Client,
+    bundler_rpc: BundlerRpc,
+    pid: str,
+    key: str,
+    op_hash: str,
+    entry_point: str,
+    paymaster: str,
+) -> None:
+    """The sponsored op `op_hash`, just accepted on `/rpc/{CHAIN}`, is bundled, settled from
+    its receipt (`paymaster`'s, at `entry_point`), charged in credits and reported included."""
+    client, services = service
+    auth = {"Authorization": f"Bearer {key}"}
+    url = f"/rpc/{CHAIN}"
     later = TaskQueue(services.store.engine, clock=lambda: datetime.now(UTC) + timedelta(1))
     (task,) = await later.claim("test", [SETTLE_TASK], lease_seconds=30)
     assert task.payload["userOpHash"] == op_hash
@@ -76,8 +94,8 @@ async def test_sponsored_v07_op_is_signed_accounted_and_settled(
     receipt = (
         await client.post(url, headers=auth, json=rpc("eth_getUserOperationReceipt", op_hash))
     ).json()["result"]
-    assert receipt["success"] is True and receipt["entryPoint"] == V07.address
-    assert receipt["paymaster"] == paymaster07
+    assert receipt["success"] is True and receipt["entryPoint"] == entry_point
+    assert receipt["paymaster"] == paymaster
     events = {
         e.operation: e
         async for e in services.platform.usage.events(
@@ -111,7 +129,11 @@ async def test_paymaster_lists_both_entry_points_when_refusing_another(
     )
     error = r.json()["error"]
     assert error["code"] == -32602
-    assert error["data"]["supportedEntryPoints"] == [V08.address, V07.address]
+    assert error["data"]["supportedEntryPoints"] == [
+        V08.address,
+        V07.address,
+        harness.deployment.entry_point_v09,
+    ]
 
 
 @pytest.fixture(autouse=True)

@@ -12,7 +12,7 @@ import pytest
 
 from entryway.devnet.anvil import free_port
 from entryway.devnet.devnet import Devnet
-from entryway.domain.entry_points import V06, V07
+from entryway.domain.entry_points import V06, V07, V09
 from tests.integration.harness import ETHER, Harness
 
 ENTRYWAY = str(Path(sys.executable).with_name("entryway"))
@@ -65,8 +65,13 @@ async def test_json_rpc_over_http(bundler_url: str, harness: Harness) -> None:
             ],
         )
         first, second = batch.json()
-        # v0.8, then the v0.7 and v0.6 EntryPoints the devnet also carries.
-        assert first["result"] == [harness.deployment.entry_point, V07.address, V06.address]
+        # v0.8, then the v0.7, v0.9 and v0.6 EntryPoints the devnet also carries.
+        assert first["result"] == [
+            harness.deployment.entry_point,
+            V07.address,
+            V09.packaged_address,
+            V06.address,
+        ]
         assert second["error"]["code"] == -32601  # debug namespace off by default
         garbled = await http.post(f"{bundler_url}/rpc", content=b"{nope")
         assert garbled.json()["error"]["code"] == -32700

@@ -160,3 +160,20 @@ def test_stale_expiring_and_lingering_throttled_ops_are_dropped() -> None:
     dropped = pool.expire(now=2_000_000, block=11, received_before=100.0)
     assert [e.op.sender for e, _ in dropped] == [sender(4)]
     assert [e.op.sender for e in pool.entries()] == [sender(1)]
+
+
+def test_ops_whose_v09_block_range_ended_are_dropped() -> None:
+    """EntryPoint v0.9 bounds with the block-range flag are block numbers: the op goes when
+    the next block would fall after its range, whatever the time."""
+    flag = 0x800000000000
+    in_blocks = ValidationData(0, flag | 3, flag | 20)
+    assert in_blocks.block_range() == (3, 20)
+    assert ValidationData(0, 3, flag | 20).block_range() is None  # both bounds, or none
+    pool = Mempool(Reputation())
+    ranged = entry(1)
+    ranged.received_at = 1_000.0
+    ranged.outcome = replace(outcome(), paymaster=in_blocks)
+    pool.add(ranged)
+    assert pool.expire(now=2_000_000, block=19, received_before=100.0) == []
+    [(dropped, reason)] = pool.expire(now=2_000_000, block=20, received_before=100.0)
+    assert dropped.op.sender == sender(1) and reason == "expired at block 20"

@@ -44,6 +44,7 @@ def rules(version: EntryPointVersion) -> list[str]:
 
 def test_staked_factory_covers_an_unstaked_paymaster_on_v08_only() -> None:
     assert rules(EntryPointVersion.V08) == []
+    assert rules(EntryPointVersion.V09) == []  # v0.9's mempool keeps v0.8's rules
     assert rules(EntryPointVersion.V07) == ["STO-022"]
     assert rules(EntryPointVersion.V06) == ["STO-022"]
 
@@ -68,3 +69,5 @@ def test_an_unstaked_paymasters_context_is_refused_on_v08_and_v06() -> None:
     v06 = check(empty, who, BASE.for_version(EntryPointVersion.V06), b"\x01")
     assert [v.rule for v in v08] == [v.rule for v in v06] == ["EREP-050"]
     assert v07 == []
+    v09 = check(empty, who, BASE.for_version(EntryPointVersion.V09), b"\x01")
+    assert [v.rule for v in v09] == ["EREP-050"]

@@ -11,6 +11,10 @@ _UINT48_MAX = 2**48 - 1
 SIG_VALIDATION_FAILED = 1
 # An op must stay valid this long after it is accepted, or it could not be bundled in time.
 MIN_VALIDITY_S = 30
+MIN_VALIDITY_BLOCKS = 2  # likewise, for a validity range in blocks (EntryPoint v0.9)
+# EntryPoint v0.9: validAfter and validUntil both above this flag are block numbers (masked).
+VALIDITY_BLOCK_RANGE_FLAG = 0x800000000000
+_BLOCK_MASK = VALIDITY_BLOCK_RANGE_FLAG - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +29,13 @@ class ValidationData:
     def unpack(cls, value: int) -> ValidationData:
         until = (value >> 160) & _UINT48_MAX
         return cls(value & _ADDRESS_MASK, value >> 208, until or _UINT48_MAX)
+
+    def block_range(self) -> tuple[int, int] | None:
+        """(validAfter, validUntil) as block numbers when both carry EntryPoint v0.9's
+        block-range flag (the op is valid in the blocks after the first, to the second)."""
+        if self.valid_after > VALIDITY_BLOCK_RANGE_FLAG < self.valid_until:
+            return self.valid_after & _BLOCK_MASK, self.valid_until & _BLOCK_MASK
+        return None
 
     @property
     def signature_failed(self) -> bool:
@@ -50,6 +61,15 @@ class ValidationOutcome:
     # ERC-7562 COD-010: the code hash of every contract validation used, to compare before
     # bundling (a changed one voids the op).
     code_hashes: tuple[tuple[str, bytes], ...] = ()
+
+    def expired_by_block(self, block: int) -> int | None:
+        """The block a v0.9 block range (the account's or the paymaster's) ended at, if it
+        ended before the block after `block`."""
+        for data in (self.account, self.paymaster):
+            blocks = data.block_range()
+            if blocks is not None and blocks[1] < block + 1:
+                return blocks[1]
+        return None
 
     @property
     def valid_after(self) -> int:

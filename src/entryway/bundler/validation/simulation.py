@@ -23,6 +23,7 @@ from typing import Any
 from entryway import contracts
 from entryway.bundler.errors import BundlerError, RpcErrorCode
 from entryway.bundler.validation.outcome import (
+    MIN_VALIDITY_BLOCKS,
     MIN_VALIDITY_S,
     ValidationData,
     ValidationOutcome,
@@ -219,18 +220,21 @@ class Validator:
         op: UserOperation,
         *,
         now: int,
+        block: int | None = None,
         trace: bool | None = None,
         op_hash: bytes | None = None,
     ) -> ValidationOutcome:
         """Simulate `op`'s validation; with tracing, also enforce ERC-7562. `now` is the time
-        the next block may carry (the later of the wall clock and the latest block's);
-        `op_hash` is the op's userOpHash if the caller has it already."""
+        the next block may carry (the later of the wall clock and the latest block's),
+        `block` the latest block's number (for v0.9's validity ranges in blocks); `op_hash`
+        is the op's userOpHash if the caller has it already."""
         extra = eip7702_override(op)
         if trace if trace is not None else self.tracing:
             outcome = await self._traced(op, extra, op_hash)
         else:
             outcome = _outcome(await self.simulator.simulate_validation(op, extra))
-        check_outcome(outcome, now)
+        in_blocks = self.simulator.version is EntryPointVersion.V09
+        check_outcome(outcome, now, block if in_blocks else None)
         return outcome
 
     async def _resolve_code_copies(self, trace: ValidationTrace) -> None:
@@ -355,8 +359,9 @@ def eip7702_override(op: UserOperation) -> dict[str, Any] | None:
     return {op.sender: {"code": to_hex(op.eip7702_auth.delegation_code)}}
 
 
-def check_outcome(outcome: ValidationOutcome, now: int) -> None:
-    """Signatures, aggregators and validity windows, as simulation reported them."""
+def check_outcome(outcome: ValidationOutcome, now: int, block: int | None = None) -> None:
+    """Signatures, aggregators and validity windows, as simulation reported them: in time,
+    or, given the latest `block` (EntryPoint v0.9), in blocks where the bounds say so."""
     if outcome.account.signature_failed:
         raise BundlerError(RpcErrorCode.INVALID_SIGNATURE, "Invalid UserOp signature")
     if outcome.paymaster.signature_failed:
@@ -365,14 +370,23 @@ def check_outcome(outcome: ValidationOutcome, now: int) -> None:
         raise BundlerError(
             RpcErrorCode.UNSUPPORTED_AGGREGATOR, "signature aggregators are not supported"
         )
-    if outcome.valid_after > now:
+    for data in (outcome.account, outcome.paymaster):
+        blocks = None if block is None else data.block_range()
+        if blocks is not None and block is not None:
+            _check_window(blocks[0] + 1, blocks[1], block + 1, MIN_VALIDITY_BLOCKS, "block ")
+        else:
+            _check_window(data.valid_after, data.valid_until, now, MIN_VALIDITY_S, "")
+
+
+def _check_window(first: int, last: int, at: int, margin: int, unit: str) -> None:
+    if first > at:
         raise BundlerError(
-            RpcErrorCode.SHORT_DEADLINE, f"UserOperation is not valid before {outcome.valid_after}"
+            RpcErrorCode.SHORT_DEADLINE, f"UserOperation is not valid before {unit}{first}"
         )
-    if outcome.valid_until < now + MIN_VALIDITY_S:
+    if last < at + margin:
         raise BundlerError(
             RpcErrorCode.SHORT_DEADLINE,
-            f"UserOperation expires at {outcome.valid_until}, too soon to be bundled",
+            f"UserOperation expires at {unit}{last}, too soon to be bundled",
         )
 
 

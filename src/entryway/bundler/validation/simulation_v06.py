@@ -15,18 +15,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from entryway import contracts
 from entryway.bundler.errors import BundlerError, RpcErrorCode
 from entryway.bundler.validation.simulation import Simulator, failed_op_error
 from entryway.bundler.validation.validation_calls import ValidationCalls
+from entryway.chain.entry_point_v06 import ENTRY_POINT_V06 as ENTRY_POINT_V06
+from entryway.chain.entry_point_v06 import answers_as_v06 as answers_as_v06
 from entryway.chain.rpc import EthClient, RpcError
 from entryway.contracts.abi import DecodedError
-from entryway.domain.entry_points import V06, EntryPointVersion
+from entryway.domain.entry_points import EntryPointVersion
 from entryway.domain.evm import checksum, create_address, hex_to_bytes
 from entryway.domain.userop import UserOperation
-from entryway.domain.userop_v06 import UserOperationV06, user_op_hash_v06
 
-ENTRY_POINT_V06 = contracts.load(V06.artifact("EntryPoint"))
 _VALIDATED = ("ValidationResult", "ValidationResultWithAggregation")
 _NO_WINDOW = 0  # packed validation data of a side that sets no limits
 
@@ -115,19 +114,3 @@ class SimulatorV06(Simulator):
         if decoded is None:
             raise BundlerError(RpcErrorCode.REJECTED_BY_EP_OR_ACCOUNT, fallback)
         return validation_result(decoded, signatures=self.signatures)
-
-
-_PROBE = UserOperationV06(
-    "0x0000000000000000000000000000000000004337", 1, b"", b"\x01", 2, 3, 4, 5, 6, b"", b""
-)
-
-
-async def answers_as_v06(eth: EthClient, entry_point: str, chain_id: int) -> bool:
-    """Whether the code at `entry_point` hashes ops as v0.6 does: the check for the canonical
-    deployment, whose code the npm release does not reproduce byte for byte."""
-    data = ENTRY_POINT_V06.abi.encode_call("getUserOpHash", _PROBE.as_tuple())
-    try:
-        raw = await eth.call(entry_point, data)
-    except RpcError:
-        return False
-    return raw == user_op_hash_v06(_PROBE, entry_point, chain_id)
