@@ -1,7 +1,8 @@
 """A standard Node client (viem + permissionless from npm, default fee settings) against
 `entryway up` on every chain it stands in for: one self-funded op and one op sponsored through
-viem's `createPaymasterClient`, both included. Then the same with fees asked of the bundler,
-as permissionless's quickstart does (`pimlico_getUserOperationGasPrice`)."""
+viem's `createPaymasterClient`, both included, on EntryPoint v0.8 and again on v0.9. Then the
+same with fees asked of the bundler, as permissionless's quickstart does
+(`pimlico_getUserOperationGasPrice`)."""
 
 from __future__ import annotations
 
@@ -107,6 +108,19 @@ async def _both_ops_included(service: Service, chain_id: int, fees: str) -> None
     for op, expected_paymaster in ((self_funded, ZERO_ADDRESS), (sponsored, paymaster)):
         receipt = await _receipt(service, chain_id, op["userOpHash"])
         assert receipt["success"] is True
+        assert receipt["paymaster"].lower() == expected_paymaster.lower()
+    # EntryPoint v0.9 (the devnet's release candidate): a SimpleAccount of that release, one
+    # op self-funded and one sponsored in v0.9's parallel mode (paymasterSignature).
+    chain = service.demo["chains"][str(chain_id)]
+    v09 = report["v09"]
+    for op, expected_paymaster in (
+        (v09["selfFunded"], ZERO_ADDRESS),
+        (v09["sponsored"], chain["paymasterV09"]),
+    ):
+        assert op["success"] is True
+        assert op["entryPoint"].lower() == chain["entryPointV09"].lower()
+        receipt = await _receipt(service, chain_id, op["userOpHash"])
+        assert receipt["success"] is True and receipt["entryPoint"] == chain["entryPointV09"]
         assert receipt["paymaster"].lower() == expected_paymaster.lower()
 
 

@@ -11,7 +11,14 @@
 //      pays for its own deployment and call;
 //   2. a sponsored op: an account holding nothing, paid for by Entryway's paymaster through
 //      viem's `createPaymasterClient` (ERC-7677) on the same `/rpc/{chainId}`.
-// It prints one JSON line with both receipts and exits 0 only if both ops were included and
+// Where the chain serves EntryPoint v0.9 (`entryPointV09` in /get-sdk-defaults), it does the same
+// with two SimpleAccounts of v0.9 (the npm release candidate's, through its factory): one
+// self-funded, one sponsored, the paymaster's signature coming back as v0.9's
+// `paymasterSignature`. Entryway's ERC-7677 answer carries it at the end of paymasterData,
+// behind v0.9's suffix; viem (2.57) hashes a v0.9 op right only with the signature in its own
+// field, and its paymaster client would not fill that field: `v09Paymaster` makes the same
+// calls and splits the signature off.
+// It prints one JSON line with the receipts and exits 0 only if every op was included and
 // succeeded; on any failure it prints the error and exits 1.
 
 import { readFileSync } from "node:fs"
@@ -36,6 +43,8 @@ import {
     createPaymasterClient,
     entryPoint08Abi,
     entryPoint08Address,
+    entryPoint09Abi,
+    formatUserOperationRequest,
     getUserOperationHash,
     toSmartAccount
 } from "viem/account-abstraction"
@@ -154,6 +163,94 @@ async function toEntrywaySmartAccount({ client, owner, salt, factory }) {
     })
 }
 
+/** The v0.9 release candidate's SimpleAccount of `owner` and `salt`, as a viem smart account. */
+async function toSimpleAccountV09({ client, owner, salt, factory, entryPoint }) {
+    const accountAbi = abiOf("SimpleAccountV09")
+    const factoryAbi = abiOf("SimpleAccountFactoryV09")
+    const address = await client.readContract({ address: factory, abi: factoryAbi, functionName: "getAddress", args: [owner.address, salt] })
+    const chainId = client.chain.id
+    const userOpHash = (userOperation) =>
+        getUserOperationHash({
+            userOperation: { ...userOperation, sender: address, signature: "0x" },
+            entryPointAddress: entryPoint,
+            entryPointVersion: "0.9",
+            chainId
+        })
+    return toSmartAccount({
+        client,
+        entryPoint: { abi: entryPoint09Abi, address: entryPoint, version: "0.9" },
+        async getAddress() {
+            return address
+        },
+        async getFactoryArgs() {
+            const factoryData = encodeFunctionData({ abi: factoryAbi, functionName: "createAccount", args: [owner.address, salt] })
+            return { factory, factoryData }
+        },
+        async encodeCalls(calls) {
+            if (calls.length !== 1) throw new Error("this client sends one call per op")
+            const [call] = calls
+            return encodeFunctionData({ abi: accountAbi, functionName: "execute", args: [call.to, call.value ?? 0n, call.data ?? "0x"] })
+        },
+        async decodeCalls(callData) {
+            const { args } = decodeFunctionData({ abi: accountAbi, data: callData })
+            return [{ to: args[0], value: args[1], data: args[2] }]
+        },
+        async getNonce() {
+            return client.readContract({ address: entryPoint, abi: entryPoint09Abi, functionName: "getNonce", args: [address, 0n] })
+        },
+        async getStubSignature(userOperation) {
+            return STUB_SIGNER.sign({ hash: userOperation ? userOpHash(userOperation) : keccak256("0x") })
+        },
+        async signMessage() {
+            throw new Error("SimpleAccount signs UserOperations only here")
+        },
+        async signTypedData() {
+            throw new Error("SimpleAccount signs UserOperations only here")
+        },
+        async signUserOperation(userOperation) {
+            // v0.9's userOpHash is v0.8's EIP-712 digest, a paymasterSignature left out of it.
+            return owner.sign({ hash: userOpHash(userOperation) })
+        }
+    })
+}
+
+/** paymasterData that ends in v0.9's paymaster-signature suffix (the signature, its length
+ *  in two bytes, then the 8-byte magic), split into the data and the signature, as viem
+ *  packs them again. Data without the suffix is returned as it is. */
+function splitPaymasterSignature(data) {
+    const magic = "22e325a297439656"
+    const hex = data.toLowerCase()
+    if (!hex.endsWith(magic)) return { paymasterData: data, paymasterSignature: undefined }
+    const length = parseInt(hex.slice(-magic.length - 4, -magic.length), 16)
+    const end = hex.length - magic.length - 4
+    return { paymasterData: hex.slice(0, end - 2 * length), paymasterSignature: "0x" + hex.slice(end - 2 * length, end) }
+}
+
+/** ERC-7677 through `paymasterClient`, as viem's paymaster actions do, with v0.9's
+ *  `paymasterSignature` kept (viem's own actions leave it out of their result). */
+function v09Paymaster(paymasterClient) {
+    const call = async (method, { chainId, entryPointAddress, context, ...userOperation }) => {
+        const request = formatUserOperationRequest(userOperation)
+        const op = { ...request, callGasLimit: request.callGasLimit ?? "0x0", verificationGasLimit: request.verificationGasLimit ?? "0x0", preVerificationGas: request.preVerificationGas ?? "0x0" }
+        const answer = await paymasterClient.request({ method, params: [op, entryPointAddress, toHex(chainId), context ?? {}] })
+        const { paymasterData, paymasterSignature } = answer.paymasterSignature
+            ? answer
+            : splitPaymasterSignature(answer.paymasterData)
+        return {
+            paymaster: answer.paymaster,
+            paymasterData,
+            paymasterSignature,
+            paymasterVerificationGasLimit: BigInt(answer.paymasterVerificationGasLimit),
+            paymasterPostOpGasLimit: BigInt(answer.paymasterPostOpGasLimit),
+            ...(answer.isFinal !== undefined && { isFinal: answer.isFinal })
+        }
+    }
+    return {
+        getPaymasterStubData: (parameters) => call("pm_getPaymasterStubData", parameters),
+        getPaymasterData: (parameters) => call("pm_getPaymasterData", parameters)
+    }
+}
+
 async function send(client, recipient) {
     const hash = await client.sendUserOperation({ calls: [{ to: recipient, value: 0n, data: "0x" }] })
     const receipt = await client.waitForUserOperationReceipt({ hash, timeout: 120_000 })
@@ -229,7 +326,25 @@ async function main() {
         recipient
     )
 
+    let v09
+    if (defaults.entryPointV09) {
+        const v09Account = (salt) =>
+            toSimpleAccountV09({ client: publicClient, owner, salt, factory: defaults.simpleAccountFactoryV09, entryPoint: defaults.entryPointV09 })
+        const payerV09 = await v09Account(0n)
+        const fundingV09 = await funder.sendTransaction({ to: payerV09.address, value: parseEther("10") })
+        await publicClient.waitForTransactionReceipt({ hash: fundingV09 })
+        const clientOf = (account, paymaster) =>
+            createSmartAccountClient({ account, chain, client: publicClient, bundlerTransport: http(endpoint), paymaster, userOperation })
+        const selfFundedV09 = await send(clientOf(payerV09), recipient)
+        const paymasterV09 = v09Paymaster(createPaymasterClient({ transport: http(endpoint) }))
+        const sponsoredV09 = await send(clientOf(await v09Account(1n), paymasterV09), recipient)
+        const brief = (r) => ({ userOpHash: r.userOpHash, success: r.success, paymaster: r.paymaster, entryPoint: r.receipt.entryPoint })
+        v09 = { selfFunded: brief(selfFundedV09), sponsored: brief(sponsoredV09) }
+        if (!selfFundedV09.success || !sponsoredV09.success) throw new Error("a v0.9 op was included but did not succeed")
+    }
+
     const report = {
+        v09,
         chainId,
         feeSource,
         selfFunded: { userOpHash: selfFunded.userOpHash, success: selfFunded.success, paymaster: selfFunded.paymaster },
