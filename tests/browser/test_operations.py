@@ -105,10 +105,10 @@ async def test_the_sdk_quickstarts_sponsored_op_appears_with_its_credit_cost(
     row = page.locator(f"tr[data-op='{op.user_op_hash}']")
     assert await row.locator(".status").inner_text() == "included"
     assert await row.locator(".credits").inner_text() == f"{status.credits:,}"
-    tx_link = row.locator(".tx a")
-    assert await tx_link.get_attribute("href") == (
-        f"https://amoy.polygonscan.com/tx/{receipt.transaction_hash}"
-    )
+    # A devnet op: no public explorer knows it, so the hash is shown, not linked.
+    assert await row.locator(".tx a").count() == 0
+    tx = row.locator(".tx code")
+    assert (await tx.get_attribute("title") or "").startswith(receipt.transaction_hash)
     assert await page.locator("tr[data-task]").count() >= 1  # the settlement task
     attempts = await page.locator("tr[data-task] td.attempts").all_inner_texts()
     assert attempts and all(a.strip().isdigit() for a in attempts), attempts  # not "1 / 2000"

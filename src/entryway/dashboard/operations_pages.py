@@ -18,6 +18,7 @@ from entryway.domain.networks import NETWORKS, Network
 from entryway.domain.notarization import Notarization, NotarizationStatus
 from entryway.paymaster.deposit import DepositStatus, PaymasterDeposit
 from entryway.service.downloads import attachment
+from entryway.service.op_report import is_local
 from entryway.service.services import Services
 from entryway.storage.project_activity import ProjectActivity, SentOp
 from entryway.storage.tasks import TaskQueue
@@ -41,6 +42,7 @@ class OpRow:
     reason: str | None
     credits: int  # its relay and, if sponsored, its sponsorship
     credits_final: bool  # False while the sponsorship is held, awaiting the receipt
+    local: bool = False  # its chain is a devnet on this machine: no public explorer knows it
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,7 +127,8 @@ async def op_row(services: Services, project_id: str, op: SentOp) -> OpRow:
             tx_hash = found.get("transactionHash")
             reason = found.get("reason")
     credits, final = await services.store.ledger.credits_for(project_id, op.user_op_hash.lower())
-    return OpRow(op, NETWORKS.get(op.chain_id), status, tx_hash, reason, credits, final)
+    local = chain is not None and is_local(chain)
+    return OpRow(op, NETWORKS.get(op.chain_id), status, tx_hash, reason, credits, final, local)
 
 
 async def notarization_rows(services: Services, project_id: str) -> list[NotarizationRow] | None:
