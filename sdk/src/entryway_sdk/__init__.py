@@ -19,6 +19,8 @@ recovery, credits and webhooks, against an Entryway service.
 from entryway_sdk.anchor_verification import verify_proof_on_chain
 from entryway_sdk.calls import Call
 from entryway_sdk.client import Entryway
+from entryway_sdk.eip7702 import Authorization, authorization_digest, delegate_of
+from entryway_sdk.eoa import SIMPLE_7702_ACCOUNT, Eip7702Account
 from entryway_sdk.errors import (
     ApiError,
     ChainNotRecognisedError,
@@ -95,9 +97,11 @@ __all__ = [
     "ENTRY_POINT_V07",
     "ENTRY_POINT_V08",
     "PROOF_VERSION",
+    "SIMPLE_7702_ACCOUNT",
     "AccountInfo",
     "Anchor",
     "ApiError",
+    "Authorization",
     "BulkNotarization",
     "Call",
     "ChainNotRecognisedError",
@@ -105,6 +109,7 @@ __all__ = [
     "ConfigurationError",
     "CreditLot",
     "Credits",
+    "Eip7702Account",
     "EntryPointVersion",
     "Entryway",
     "EntrywayError",
@@ -149,6 +154,8 @@ __all__ = [
     "ValidationError",
     "VerificationResult",
     "WebhookVerificationError",
+    "authorization_digest",
+    "delegate_of",
     "document_hash",
     "entry_point_version",
     "personal_sign",

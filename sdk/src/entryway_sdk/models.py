@@ -60,6 +60,8 @@ class SdkDefaults:
     entry_point_v07: str | None = None
     paymaster_v07: str | None = None
     simple_account_factory_v07: str | None = None
+    # The code an EIP-7702 EOA delegates to (Simple7702Account), on services that name it.
+    simple_7702_account: str | None = None
     raw: Mapping[str, Any] = _raw()
 
     @classmethod
@@ -83,6 +85,7 @@ class SdkDefaults:
             entry_point_v07=optional_address("entryPointV07"),
             paymaster_v07=optional_address("paymasterV07"),
             simple_account_factory_v07=optional_address("simpleAccountFactoryV07"),
+            simple_7702_account=optional_address("simple7702Account"),
             raw=raw,
         )
 

@@ -10,6 +10,7 @@ from typing import Any, Literal
 from eth_abi.abi import encode
 
 from entryway_sdk._hex import ZERO_ADDRESS, address_bytes, checksum, hex_bytes, keccak, quantity
+from entryway_sdk.eip7702 import Authorization
 
 ENTRY_POINT_V07 = "0x0000000071727De22E5E9d8BAf0edAc6f37da032"
 ENTRY_POINT_V08 = "0x4337084D9E255Ff0702461CF8895CE9E3b5Ff108"
@@ -55,6 +56,8 @@ class UserOperation:
     paymaster_verification_gas_limit: int = 0
     paymaster_post_op_gas_limit: int = 0
     paymaster_data: bytes = b""
+    # An EIP-7702 EOA's authorization, carried into the bundle (not part of the hash).
+    eip7702_auth: Authorization | None = None
 
     def with_(self, **changes: Any) -> UserOperation:
         return replace(self, **changes)
@@ -82,9 +85,9 @@ class UserOperation:
             + self.paymaster_data
         )
 
-    def to_rpc(self) -> dict[str, str]:
+    def to_rpc(self) -> dict[str, Any]:
         """The JSON object `eth_sendUserOperation` and ERC-7677 methods take."""
-        out = {
+        out: dict[str, Any] = {
             "sender": checksum(self.sender),
             "nonce": hex(self.nonce),
             "callData": "0x" + self.call_data.hex(),
@@ -103,6 +106,8 @@ class UserOperation:
             out["paymasterVerificationGasLimit"] = hex(self.paymaster_verification_gas_limit)
             out["paymasterPostOpGasLimit"] = hex(self.paymaster_post_op_gas_limit)
             out["paymasterData"] = "0x" + self.paymaster_data.hex()
+        if self.eip7702_auth is not None:
+            out["eip7702Auth"] = self.eip7702_auth.to_rpc()
         return out
 
     @classmethod
@@ -117,6 +122,7 @@ class UserOperation:
 
         factory = raw.get("factory")
         paymaster = raw.get("paymaster")
+        auth = raw.get("eip7702Auth")
         return cls(
             sender=checksum(str(raw["sender"])),
             nonce=number("nonce"),
@@ -135,6 +141,7 @@ class UserOperation:
             paymaster_verification_gas_limit=number("paymasterVerificationGasLimit"),
             paymaster_post_op_gas_limit=number("paymasterPostOpGasLimit"),
             paymaster_data=data("paymasterData"),
+            eip7702_auth=None if auth is None else Authorization.from_rpc(auth),
         )
 
 

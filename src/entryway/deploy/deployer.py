@@ -29,6 +29,7 @@ from entryway.deploy.rpc_health import (
     probe_stability,
     stability,
 )
+from entryway.domain.eip7702 import SIMPLE_7702_ACCOUNT
 from entryway.domain.entry_points import V07, V08, EntryPointRelease
 from entryway.errors import EntrywayError
 
@@ -66,6 +67,8 @@ class Deployment:
     entry_point_v07: str | None = None
     paymaster_v07: str | None = None
     simple_account_factory_v07: str | None = None
+    # What an EIP-7702 EOA delegates to: the same address on every chain.
+    simple_7702_account: str = SIMPLE_7702_ACCOUNT
 
     def as_json(self, rpc_url: str) -> dict[str, object]:
         out: dict[str, object] = {
@@ -75,6 +78,7 @@ class Deployment:
             "accountFactory": self.account_factory,
             "paymaster": self.paymaster,
             "notary": self.notary,
+            "simple7702Account": self.simple_7702_account,
         }
         for key, address in (
             ("entryPointV07", self.entry_point_v07),
@@ -121,6 +125,7 @@ class Deployment:
             entry_point_v07=plan.entry_point_v07.address,
             paymaster_v07=plan.paymaster_v07.address,
             simple_account_factory_v07=plan.simple_account_factory_v07.address,
+            simple_7702_account=plan.simple_7702_account.address,
         )
 
 

@@ -73,6 +73,7 @@ def chain_routes(prefixes: tuple[str, ...]) -> APIRouter:
             entry_point_v07=chain.deployment.entry_point_v07,
             paymaster_v07=chain.deployment.paymaster_v07,
             simple_account_factory_v07=chain.deployment.simple_account_factory_v07,
+            simple_7702_account=chain.deployment.simple_7702_account,
         )
 
     for prefix in prefixes:

@@ -187,6 +187,7 @@ def deployment_of(chain: ChainSettings, keys: ChainKeys) -> Deployment:
             entry_point_v07=a.entry_point_v07,
             paymaster_v07=a.paymaster_v07,
             simple_account_factory_v07=a.simple_account_factory_v07,
+            simple_7702_account=a.simple_7702_account,
         )
     assert chain.deploy_owner is not None  # read_chain_keys requires one of the two
     plan = plan_deployment(
