@@ -80,6 +80,7 @@ from entryway_sdk.signer import Signer, UserOpHashSigner, personal_sign
 from entryway_sdk.sync import EntrywaySync
 from entryway_sdk.transport import RetryPolicy
 from entryway_sdk.userop import (
+    ENTRY_POINT_V06,
     ENTRY_POINT_V07,
     ENTRY_POINT_V08,
     EntryPointVersion,
@@ -94,6 +95,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BASE_URL_ENV",
+    "ENTRY_POINT_V06",
     "ENTRY_POINT_V07",
     "ENTRY_POINT_V08",
     "PROOF_VERSION",

@@ -12,9 +12,15 @@ from eth_abi.abi import encode
 from entryway_sdk._hex import ZERO_ADDRESS, address_bytes, checksum, hex_bytes, keccak, quantity
 from entryway_sdk.eip7702 import Authorization
 
+ENTRY_POINT_V06 = "0x5FF137D4b0FDCD49DcA30c7CF57E578a026d2789"
 ENTRY_POINT_V07 = "0x0000000071727De22E5E9d8BAf0edAc6f37da032"
 ENTRY_POINT_V08 = "0x4337084D9E255Ff0702461CF8895CE9E3b5Ff108"
-EntryPointVersion = Literal["0.7", "0.8"]
+EntryPointVersion = Literal["0.6", "0.7", "0.8", "0.9"]
+_VERSIONS = ("0.6", "0.7", "0.8", "0.9")
+# v0.9: paymasterAndData may end in a paymaster signature, its uint16 length and this magic;
+# the userOpHash leaves the signature and length out (the paymaster signs after the account).
+PAYMASTER_SIG_MAGIC = bytes.fromhex("22e325a297439656")
+_PAYMASTER_DATA_OFFSET = 52
 _UINT128_MAX = 2**128 - 1
 
 PACKED_USEROP_TYPEHASH = keccak(
@@ -84,6 +90,29 @@ class UserOperation:
             + self.paymaster_post_op_gas_limit.to_bytes(16, "big")
             + self.paymaster_data
         )
+
+    @property
+    def paymaster_and_data_v06(self) -> bytes:
+        """v0.6's paymasterAndData: the paymaster and its data, no gas limits."""
+        return (
+            b"" if self.paymaster is None else address_bytes(self.paymaster) + self.paymaster_data
+        )
+
+    def to_rpc_v06(self) -> dict[str, Any]:
+        """The op as EntryPoint v0.6's bundler RPC speaks it (initCode, paymasterAndData)."""
+        return {
+            "sender": checksum(self.sender),
+            "nonce": hex(self.nonce),
+            "initCode": "0x" + self.init_code.hex(),
+            "callData": "0x" + self.call_data.hex(),
+            "callGasLimit": hex(self.call_gas_limit),
+            "verificationGasLimit": hex(self.verification_gas_limit),
+            "preVerificationGas": hex(self.pre_verification_gas),
+            "maxFeePerGas": hex(self.max_fee_per_gas),
+            "maxPriorityFeePerGas": hex(self.max_priority_fee_per_gas),
+            "paymasterAndData": "0x" + self.paymaster_and_data_v06.hex(),
+            "signature": "0x" + self.signature.hex(),
+        }
 
     def to_rpc(self) -> dict[str, Any]:
         """The JSON object `eth_sendUserOperation` and ERC-7677 methods take."""
@@ -165,8 +194,23 @@ _PACKED_TYPES = [
 ]
 
 
-def _packed_fields(op: UserOperation) -> list[object]:
-    """The op's eight fields as both releases hash them (byte strings by their keccak)."""
+def paymaster_and_data_hash(data: bytes, version: EntryPointVersion = "0.8") -> bytes:
+    """keccak of paymasterAndData as the release hashes it: v0.9 leaves out a paymaster
+    signature appended with its length and magic (keeping the magic), others hash it all."""
+    if version != "0.9" or len(data) < _PAYMASTER_DATA_OFFSET + 10:
+        return keccak(data)
+    if data[-8:] != PAYMASTER_SIG_MAGIC:
+        return keccak(data)
+    length = int.from_bytes(data[-10:-8], "big")
+    if length == 0:
+        return keccak(data)
+    if length > len(data) - _PAYMASTER_DATA_OFFSET - 10:
+        raise ValueError("the paymaster signature's length reaches before paymasterData")
+    return keccak(data[: len(data) - length - 10] + PAYMASTER_SIG_MAGIC)
+
+
+def _packed_fields(op: UserOperation, version: EntryPointVersion = "0.8") -> list[object]:
+    """The op's eight fields as v0.7 to v0.9 hash them (byte strings by their keccak)."""
     return [
         checksum(op.sender),
         op.nonce,
@@ -175,21 +219,40 @@ def _packed_fields(op: UserOperation) -> list[object]:
         op.account_gas_limits,
         op.pre_verification_gas,
         op.gas_fees,
-        keccak(op.paymaster_and_data),
+        paymaster_and_data_hash(op.paymaster_and_data, version),
     ]
 
 
-def user_op_struct_hash(op: UserOperation) -> bytes:
-    """v0.8's EIP-712 struct hash: the typehash, then the eight packed fields."""
-    return keccak(
-        encode(["bytes32", *_PACKED_TYPES], [PACKED_USEROP_TYPEHASH, *_packed_fields(op)])
-    )
+def user_op_struct_hash(op: UserOperation, version: EntryPointVersion = "0.8") -> bytes:
+    """v0.8's (and v0.9's) EIP-712 struct hash: the typehash, then the eight packed fields."""
+    fields = _packed_fields(op, version)
+    return keccak(encode(["bytes32", *_PACKED_TYPES], [PACKED_USEROP_TYPEHASH, *fields]))
+
+
+def _v06_fields_hash(op: UserOperation) -> bytes:
+    """keccak of v0.6's ten unpacked fields (byte strings by their keccak)."""
+    types = ["address", "uint256", "bytes32", "bytes32", *(["uint256"] * 5), "bytes32"]
+    values: list[object] = [
+        checksum(op.sender),
+        op.nonce,
+        keccak(op.init_code),
+        keccak(op.call_data),
+        op.call_gas_limit,
+        op.verification_gas_limit,
+        op.pre_verification_gas,
+        op.max_fee_per_gas,
+        op.max_priority_fee_per_gas,
+        keccak(op.paymaster_and_data_v06),
+    ]
+    return keccak(encode(types, values))
 
 
 def entry_point_version(entry_point: str) -> EntryPointVersion:
-    """The release of the EntryPoint at `entry_point`: v0.7 at its canonical address, v0.8
-    anywhere else (as the service takes an EntryPoint deployed elsewhere, a devnet's, to be)."""
-    return "0.7" if checksum(entry_point) == ENTRY_POINT_V07 else "0.8"
+    """The release of the EntryPoint at `entry_point`: v0.6 and v0.7 at their canonical
+    addresses, v0.8 anywhere else (as the service takes an EntryPoint deployed elsewhere, a
+    devnet's, to be); v0.9 is named by the caller."""
+    known: dict[str, EntryPointVersion] = {ENTRY_POINT_V06: "0.6", ENTRY_POINT_V07: "0.7"}
+    return known.get(checksum(entry_point), "0.8")
 
 
 def _packed_fields_hash(op: UserOperation) -> bytes:
@@ -207,22 +270,24 @@ def user_op_hash(
     """The userOpHash the EntryPoint at `entry_point` computes; `version`, when not given, is
     the one the address says (`entry_point_version`).
 
+    v0.6: keccak of abi.encode(keccak of the op's ten unpacked fields, entryPoint, chainId).
     v0.7: keccak of abi.encode(keccak of the op's eight packed fields, entryPoint, chainId).
     v0.8: the EIP-712 digest of the packed op under ("ERC4337", "1", chainId, entryPoint).
+    v0.9: v0.8's, with a paymaster signature appended to paymasterAndData left out.
     What an account signs over it is the account's choice: Entryway's SmartAccount signs the
     digest as it is, v0.7's SimpleAccount an EIP-191 message of it."""
     version = version or entry_point_version(entry_point)
-    if version not in ("0.7", "0.8"):
-        raise ValueError(f"unsupported EntryPoint version {version!r} (supported: 0.7, 0.8)")
-    if version == "0.7":
+    if version not in _VERSIONS:
+        raise ValueError(
+            f"unsupported EntryPoint version {version!r} (supported: {', '.join(_VERSIONS)})"
+        )
+    if version in ("0.6", "0.7"):
+        inner = _v06_fields_hash(op) if version == "0.6" else _packed_fields_hash(op)
         return keccak(
-            encode(
-                ["bytes32", "address", "uint256"],
-                [_packed_fields_hash(op), checksum(entry_point), chain_id],
-            )
+            encode(["bytes32", "address", "uint256"], [inner, checksum(entry_point), chain_id])
         )
     domain = domain_separator(b"ERC4337", b"1", chain_id, entry_point)
-    return _typed_digest(domain, user_op_struct_hash(op))
+    return _typed_digest(domain, user_op_struct_hash(op, version))
 
 
 def _smart_account_domain(account: str, chain_id: int) -> bytes:
