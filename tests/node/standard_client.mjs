@@ -11,7 +11,11 @@
 //      pays for its own deployment and call;
 //   2. a sponsored op: an account holding nothing, paid for by Entryway's paymaster through
 //      viem's `createPaymasterClient` (ERC-7677) on the same `/rpc/{chainId}`.
-// It prints one JSON line with both receipts and exits 0 only if both ops were included and
+// Then a plain EOA, delegated by EIP-7702 to the chain's Simple7702Account (viem's
+// `toSimple7702SmartAccount`, its first op carrying the EOA's authorization), sends
+//   3. a self-funded op: the EOA, funded by the same dev account, pays for its own op;
+//   4. a sponsored op: an EOA holding nothing, paid for by Entryway's paymaster.
+// It prints one JSON line with the receipts and exits 0 only if both ops were included and
 // succeeded; on any failure it prints the error and exits 1.
 
 import { readFileSync } from "node:fs"
@@ -37,6 +41,7 @@ import {
     entryPoint08Abi,
     entryPoint08Address,
     getUserOperationHash,
+    toSimple7702SmartAccount,
     toSmartAccount
 } from "viem/account-abstraction"
 import { generatePrivateKey, mnemonicToAccount, privateKeyToAccount } from "viem/accounts"
@@ -154,8 +159,8 @@ async function toEntrywaySmartAccount({ client, owner, salt, factory }) {
     })
 }
 
-async function send(client, recipient) {
-    const hash = await client.sendUserOperation({ calls: [{ to: recipient, value: 0n, data: "0x" }] })
+async function send(client, recipient, extra = {}) {
+    const hash = await client.sendUserOperation({ calls: [{ to: recipient, value: 0n, data: "0x" }], ...extra })
     const receipt = await client.waitForUserOperationReceipt({ hash, timeout: 120_000 })
     return { userOpHash: hash, success: receipt.success, paymaster: receipt.paymaster, receipt }
 }
@@ -229,17 +234,61 @@ async function main() {
         recipient
     )
 
+    // 3. and 4. EIP-7702: plain EOAs sending from their own address, delegated by their first op.
+    const eip7702 = {}
+    for (const kind of ["selfFunded", "sponsored"]) {
+        const eoa = privateKeyToAccount(generatePrivateKey())
+        const account = await toSimple7702SmartAccount({
+            client: publicClient,
+            owner: eoa,
+            implementation: defaults.simple7702Account
+        })
+        if (kind === "selfFunded") {
+            const fund = await funder.sendTransaction({ to: eoa.address, value: parseEther("10") })
+            await publicClient.waitForTransactionReceipt({ hash: fund })
+        }
+        // The EOA signs its delegation for its current account nonce, as viem's guide shows;
+        // the first op carries it (`eip7702Auth`).
+        const authorization = await eoa.signAuthorization({
+            address: defaults.simple7702Account,
+            chainId,
+            nonce: await publicClient.getTransactionCount({ address: eoa.address })
+        })
+        const result = await send(
+            createSmartAccountClient({
+                account,
+                chain,
+                client: publicClient,
+                bundlerTransport: http(endpoint),
+                paymaster: kind === "sponsored" ? createPaymasterClient({ transport: http(endpoint) }) : undefined,
+                userOperation
+            }),
+            recipient,
+            { authorization }
+        )
+        const code = await publicClient.getCode({ address: eoa.address })
+        eip7702[kind] = {
+            userOpHash: result.userOpHash,
+            success: result.success,
+            paymaster: result.paymaster,
+            sender: result.receipt.sender,
+            eoa: eoa.address,
+            delegatedTo: code && code.startsWith("0xef0100") ? `0x${code.slice(8)}` : null
+        }
+    }
+
     const report = {
         chainId,
         feeSource,
         selfFunded: { userOpHash: selfFunded.userOpHash, success: selfFunded.success, paymaster: selfFunded.paymaster },
         sponsored: { userOpHash: sponsored.userOpHash, success: sponsored.success, paymaster: sponsored.paymaster },
+        eip7702,
         deployed: [await publicClient.getCode({ address: payer.address }), await publicClient.getCode({ address: sponsoredAccount.address })].every(
             (code) => code !== undefined && code !== "0x"
         )
     }
     console.log(JSON.stringify(report))
-    if (!selfFunded.success || !sponsored.success) throw new Error("an op was included but did not succeed")
+    if (![selfFunded, sponsored, eip7702.selfFunded, eip7702.sponsored].every((op) => op.success)) throw new Error("an op was included but did not succeed")
 }
 
 main().catch((error) => {
