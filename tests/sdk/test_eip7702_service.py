@@ -6,32 +6,18 @@ transaction of the EOA's own or a relayer's; the blocking client does the same."
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 
 import pytest
 from entryway_sdk import SIMPLE_7702_ACCOUNT, Entryway, EntrywaySync, delegate_of
 from eth_account import Account
 
 from tests.sdk.conftest import Service
+from tests.sdk.test_existing_account_service import balance, client
 
 pytestmark = pytest.mark.anvil
+__all__ = ["client"]  # the fixture, shared with the existing-account tests
 
 CHAIN = 80002
-
-
-@pytest.fixture
-async def client(service: Service) -> AsyncIterator[Entryway]:
-    async with await Entryway.init(
-        api_key=service.api_key,
-        rpc_url=service.rpc_url(CHAIN),
-        chain_id=CHAIN,
-        base_url=service.url,
-    ) as client:
-        yield client
-
-
-async def balance(service: Service, address: str) -> int:
-    return int(await service.node(CHAIN, "eth_getBalance", address, "latest"), 16)
 
 
 async def code(service: Service, address: str) -> bytes:

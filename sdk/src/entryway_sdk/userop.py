@@ -101,32 +101,28 @@ class UserOperation:
     def to_rpc_v06(self) -> dict[str, Any]:
         """The op as EntryPoint v0.6's bundler RPC speaks it (initCode, paymasterAndData)."""
         return {
+            **self._common_rpc(),
+            "initCode": "0x" + self.init_code.hex(),
+            "paymasterAndData": "0x" + self.paymaster_and_data_v06.hex(),
+        }
+
+    def _common_rpc(self) -> dict[str, Any]:
+        """The fields every release's RPC form has, alike."""
+        return {
             "sender": checksum(self.sender),
             "nonce": hex(self.nonce),
-            "initCode": "0x" + self.init_code.hex(),
             "callData": "0x" + self.call_data.hex(),
             "callGasLimit": hex(self.call_gas_limit),
             "verificationGasLimit": hex(self.verification_gas_limit),
             "preVerificationGas": hex(self.pre_verification_gas),
             "maxFeePerGas": hex(self.max_fee_per_gas),
             "maxPriorityFeePerGas": hex(self.max_priority_fee_per_gas),
-            "paymasterAndData": "0x" + self.paymaster_and_data_v06.hex(),
             "signature": "0x" + self.signature.hex(),
         }
 
     def to_rpc(self) -> dict[str, Any]:
-        """The JSON object `eth_sendUserOperation` and ERC-7677 methods take."""
-        out: dict[str, Any] = {
-            "sender": checksum(self.sender),
-            "nonce": hex(self.nonce),
-            "callData": "0x" + self.call_data.hex(),
-            "callGasLimit": hex(self.call_gas_limit),
-            "verificationGasLimit": hex(self.verification_gas_limit),
-            "preVerificationGas": hex(self.pre_verification_gas),
-            "maxFeePerGas": hex(self.max_fee_per_gas),
-            "maxPriorityFeePerGas": hex(self.max_priority_fee_per_gas),
-            "signature": "0x" + self.signature.hex(),
-        }
+        """The JSON object `eth_sendUserOperation` and ERC-7677 methods take (v0.7 on)."""
+        out = self._common_rpc()
         if self.factory is not None:
             out["factory"] = checksum(self.factory)
             out["factoryData"] = "0x" + self.factory_data.hex()
