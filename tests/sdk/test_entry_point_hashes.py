@@ -135,3 +135,13 @@ async def test_v09_leaves_the_paymaster_signature_out_of_the_hash(node: Node) ->
     assert user_op_hash(second, entry_point, CHAIN, version="0.9") == expected
     # v0.8 has no such rule: the signature is hashed like any paymaster data.
     assert user_op_hash(first, entry_point, CHAIN, version="0.8") != expected
+
+
+def test_a_v06_entry_point_gets_the_op_in_v06s_form() -> None:
+    op = ops()[1]
+    wire = op.to_rpc_v06()
+    assert wire["initCode"] == "0x" + op.init_code.hex()
+    # v0.6's paymasterAndData carries no paymaster gas limits.
+    assert wire["paymasterAndData"] == "0x" + ("56" * 20) + bytes(range(97)).hex()
+    assert not {"factory", "paymaster", "paymasterVerificationGasLimit"} & set(wire)
+    assert wire["callGasLimit"] == hex(op.call_gas_limit) and wire["sender"] == op.sender
