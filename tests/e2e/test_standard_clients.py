@@ -105,7 +105,17 @@ async def _both_ops_included(service: Service, chain_id: int, fees: str) -> None
     assert self_funded["success"] is True and self_funded["paymaster"] == ZERO_ADDRESS
     paymaster = service.demo["chains"][str(chain_id)]["paymaster"]
     assert sponsored["success"] is True and sponsored["paymaster"].lower() == paymaster.lower()
-    for op, expected_paymaster in ((self_funded, ZERO_ADDRESS), (sponsored, paymaster)):
+    eoa_paid, eoa_sponsored = report["eip7702"]["selfFunded"], report["eip7702"]["sponsored"]
+    simple_7702 = service.demo["chains"][str(chain_id)]["simple7702Account"]
+    for eoa in (eoa_paid, eoa_sponsored):  # ops from the EOA's own address, now delegated
+        assert eoa["success"] is True and eoa["sender"].lower() == eoa["eoa"].lower()
+        assert eoa["delegatedTo"].lower() == simple_7702.lower()
+    for op, expected_paymaster in (
+        (self_funded, ZERO_ADDRESS),
+        (sponsored, paymaster),
+        (eoa_paid, ZERO_ADDRESS),
+        (eoa_sponsored, paymaster),
+    ):
         receipt = await _receipt(service, chain_id, op["userOpHash"])
         assert receipt["success"] is True
         assert receipt["paymaster"].lower() == expected_paymaster.lower()

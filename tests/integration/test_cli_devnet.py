@@ -14,7 +14,8 @@ ENTRYWAY = str(Path(sys.executable).with_name("entryway"))
 CONTRACTS = ("entryPoint", "accountFactory", "paymaster", "notary")
 CONTRACTS_V07 = ("entryPointV07", "paymasterV07", "simpleAccountFactoryV07")
 CONTRACTS_V09 = ("entryPointV09", "paymasterV09", "simpleAccountFactoryV09")
-KEYS = {"chainId", "rpcUrl", *CONTRACTS, *CONTRACTS_V07, *CONTRACTS_V09}
+CONTRACTS_7702 = ("simple7702Account",)
+KEYS = {"chainId", "rpcUrl", *CONTRACTS, *CONTRACTS_V07, *CONTRACTS_V09, *CONTRACTS_7702}
 
 
 async def test_devnet_prints_each_chain_and_stops_on_ctrl_c(tmp_path: Path) -> None:
@@ -39,7 +40,7 @@ async def test_devnet_prints_each_chain_and_stops_on_ctrl_c(tmp_path: Path) -> N
             async with JsonRpcClient(str(line["rpcUrl"])) as rpc:
                 eth = EthClient(rpc)
                 assert await eth.chain_id() == line["chainId"]
-                for key in CONTRACTS + CONTRACTS_V07 + CONTRACTS_V09:
+                for key in CONTRACTS + CONTRACTS_V07 + CONTRACTS_V09 + CONTRACTS_7702:
                     assert await eth.get_code(str(line[key])) != b"", key
                 assert line["entryPointV07"] == "0x0000000071727De22E5E9d8BAf0edAc6f37da032"
                 assert line["entryPointV09"] == "0x63e9dfF4784c514b314670f239a52690F5709433"

@@ -173,7 +173,7 @@ async def test_deploy_command_brings_up_a_bare_chain(tmp_path: Path) -> None:
             assert "5/5 probes answered" in str(checks[3]["detail"])
             done = [line["done"] for line in lines if "done" in line]
             assert done[0] == "installed the deterministic deployer"
-            assert len([d for d in done if d.startswith("deployed ")]) == 10
+            assert len([d for d in done if d.startswith("deployed ")]) == 11
             result = lines[-1]
             assert await eth.get_code(DETERMINISTIC_DEPLOYER) != b""
             assert result["entryPoint"] == V08.address
@@ -185,6 +185,7 @@ async def test_deploy_command_brings_up_a_bare_chain(tmp_path: Path) -> None:
             names = ("entryPoint", "accountFactory", "paymaster", "notary")
             names += ("entryPointV07", "paymasterV07", "simpleAccountFactoryV07")
             names += ("entryPointV09", "paymasterV09", "simpleAccountFactoryV09")
+            names += ("simple7702Account",)
             assert set(offline) == set(names)
             for name in names:
                 assert result[name] == offline[name]

@@ -18,6 +18,10 @@
 // behind v0.9's suffix; viem (2.57) hashes a v0.9 op right only with the signature in its own
 // field, and its paymaster client would not fill that field: `v09Paymaster` makes the same
 // calls and splits the signature off.
+// Then a plain EOA, delegated by EIP-7702 to the chain's Simple7702Account (viem's
+// `toSimple7702SmartAccount`, its first op carrying the EOA's authorization), sends
+//   3. a self-funded op: the EOA, funded by the same dev account, pays for its own op;
+//   4. a sponsored op: an EOA holding nothing, paid for by Entryway's paymaster.
 // It prints one JSON line with the receipts and exits 0 only if every op was included and
 // succeeded; on any failure it prints the error and exits 1.
 
@@ -46,6 +50,7 @@ import {
     entryPoint09Abi,
     formatUserOperationRequest,
     getUserOperationHash,
+    toSimple7702SmartAccount,
     toSmartAccount
 } from "viem/account-abstraction"
 import { generatePrivateKey, mnemonicToAccount, privateKeyToAccount } from "viem/accounts"
@@ -251,8 +256,8 @@ function v09Paymaster(paymasterClient) {
     }
 }
 
-async function send(client, recipient) {
-    const hash = await client.sendUserOperation({ calls: [{ to: recipient, value: 0n, data: "0x" }] })
+async function send(client, recipient, extra = {}) {
+    const hash = await client.sendUserOperation({ calls: [{ to: recipient, value: 0n, data: "0x" }], ...extra })
     const receipt = await client.waitForUserOperationReceipt({ hash, timeout: 120_000 })
     return { userOpHash: hash, success: receipt.success, paymaster: receipt.paymaster, receipt }
 }
@@ -343,18 +348,62 @@ async function main() {
         if (!selfFundedV09.success || !sponsoredV09.success) throw new Error("a v0.9 op was included but did not succeed")
     }
 
+    // 3. and 4. EIP-7702: plain EOAs sending from their own address, delegated by their first op.
+    const eip7702 = {}
+    for (const kind of ["selfFunded", "sponsored"]) {
+        const eoa = privateKeyToAccount(generatePrivateKey())
+        const account = await toSimple7702SmartAccount({
+            client: publicClient,
+            owner: eoa,
+            implementation: defaults.simple7702Account
+        })
+        if (kind === "selfFunded") {
+            const fund = await funder.sendTransaction({ to: eoa.address, value: parseEther("10") })
+            await publicClient.waitForTransactionReceipt({ hash: fund })
+        }
+        // The EOA signs its delegation for its current account nonce, as viem's guide shows;
+        // the first op carries it (`eip7702Auth`).
+        const authorization = await eoa.signAuthorization({
+            address: defaults.simple7702Account,
+            chainId,
+            nonce: await publicClient.getTransactionCount({ address: eoa.address })
+        })
+        const result = await send(
+            createSmartAccountClient({
+                account,
+                chain,
+                client: publicClient,
+                bundlerTransport: http(endpoint),
+                paymaster: kind === "sponsored" ? createPaymasterClient({ transport: http(endpoint) }) : undefined,
+                userOperation
+            }),
+            recipient,
+            { authorization }
+        )
+        const code = await publicClient.getCode({ address: eoa.address })
+        eip7702[kind] = {
+            userOpHash: result.userOpHash,
+            success: result.success,
+            paymaster: result.paymaster,
+            sender: result.receipt.sender,
+            eoa: eoa.address,
+            delegatedTo: code && code.startsWith("0xef0100") ? `0x${code.slice(8)}` : null
+        }
+    }
+
     const report = {
         v09,
         chainId,
         feeSource,
         selfFunded: { userOpHash: selfFunded.userOpHash, success: selfFunded.success, paymaster: selfFunded.paymaster },
         sponsored: { userOpHash: sponsored.userOpHash, success: sponsored.success, paymaster: sponsored.paymaster },
+        eip7702,
         deployed: [await publicClient.getCode({ address: payer.address }), await publicClient.getCode({ address: sponsoredAccount.address })].every(
             (code) => code !== undefined && code !== "0x"
         )
     }
     console.log(JSON.stringify(report))
-    if (!selfFunded.success || !sponsored.success) throw new Error("an op was included but did not succeed")
+    if (![selfFunded, sponsored, eip7702.selfFunded, eip7702.sponsored].every((op) => op.success)) throw new Error("an op was included but did not succeed")
 }
 
 main().catch((error) => {

@@ -98,7 +98,7 @@ def test_the_release_is_read_from_the_address_or_given() -> None:
     )
     assert user_op_hash(OP, elsewhere, 80002) == user_op_hash(OP, elsewhere, 80002, version="0.8")
     with pytest.raises(ValueError, match="unsupported EntryPoint version"):
-        user_op_hash(OP, elsewhere, 80002, version="0.9")  # type: ignore[arg-type]
+        user_op_hash(OP, elsewhere, 80002, version="1.0")  # type: ignore[arg-type]
 
 
 @settings(max_examples=60, deadline=None)

@@ -9,7 +9,15 @@ import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
-from entryway_sdk import ENTRY_POINT_V07, Entryway, EntrywaySync, ExistingAccount, personal_sign
+from entryway_sdk import (
+    ENTRY_POINT_V07,
+    ENTRY_POINT_V08,
+    Entryway,
+    EntrywaySync,
+    ExistingAccount,
+    personal_sign,
+)
+from entryway_sdk.signer import as_signer, sign
 from eth_account import Account
 from eth_account.messages import encode_defunct
 from eth_account.signers.local import LocalAccount
@@ -134,3 +142,30 @@ def test_the_blocking_client_relays_with_a_plain_function(service: Service) -> N
         account = client.account(address, signer=sign)
         receipt = account.send({"to": owner.address}).wait(timeout=30)
         assert receipt.success and receipt.sender == address and account.nonce() == 1
+
+
+async def test_an_existing_v08_account_is_relayed_through_the_chains_entry_point(
+    client: Entryway, service: Service
+) -> None:
+    """An Entryway SmartAccount, deployed beforehand, relayed for as any v0.8 account: the
+    EIP-712 userOpHash, signed as it is by its owner; sponsored, then self-paid."""
+    owner = Account.create()
+    wallet = await client.wallet(owner)
+    assert (await (await wallet.deploy()).wait(timeout=30)).success
+    signer = as_signer(owner)
+    account = client.account(
+        wallet.address,
+        signer=lambda digest: sign(signer, digest),
+        entry_point=client.defaults.entry_point,
+    )
+    assert account.entry_point == ENTRY_POINT_V08
+    recipient = Account.create().address
+
+    sponsored = await (await account.send({"to": recipient, "data": b"gm"})).wait(timeout=30)
+    assert sponsored.success and sponsored.paymaster == client.defaults.paymaster
+    assert sponsored.raw["entryPoint"] == ENTRY_POINT_V08 and await account.nonce() == 2
+
+    await service.node(CHAIN, "anvil_setBalance", wallet.address, hex(10**18))
+    paid = await (await account.send({"to": recipient, "value": 99}, sponsored=False)).wait(30)
+    assert paid.success and paid.paymaster is None and paid.sender == wallet.address
+    assert await balance(service, recipient) == 99 and await account.nonce() == 3

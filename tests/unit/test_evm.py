@@ -81,6 +81,9 @@ def test_the_plan_deploys_v07_beside_v08_deterministically() -> None:
     assert plan_a.entry_point_v07 in plan_a.contracts()
     assert plan_a.paymaster_v07 in plan_a.contracts()
     assert plan_a.simple_account_factory_v07 in plan_a.contracts()
+    # Simple7702Account's npm artifact lands where it is on public chains, for any operator.
+    assert plan_a.simple_7702_account.address == "0xe6Cae83BdE06E4c305530e199D7217f42808555B"
+    assert plan_a.simple_7702_account in plan_a.contracts()
     # Each EntryPoint precedes what is bound to it.
     order = [c.name for c in plan_a.contracts()]
     assert order.index("entryPointV07") < order.index("paymasterV07")

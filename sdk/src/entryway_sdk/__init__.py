@@ -19,6 +19,8 @@ recovery, credits and webhooks, against an Entryway service.
 from entryway_sdk.anchor_verification import verify_proof_on_chain
 from entryway_sdk.calls import Call
 from entryway_sdk.client import Entryway
+from entryway_sdk.eip7702 import Authorization, authorization_digest, delegate_of
+from entryway_sdk.eoa import SIMPLE_7702_ACCOUNT, Eip7702Account
 from entryway_sdk.errors import (
     ApiError,
     ChainNotRecognisedError,
@@ -78,6 +80,7 @@ from entryway_sdk.signer import Signer, UserOpHashSigner, personal_sign
 from entryway_sdk.sync import EntrywaySync
 from entryway_sdk.transport import RetryPolicy
 from entryway_sdk.userop import (
+    ENTRY_POINT_V06,
     ENTRY_POINT_V07,
     ENTRY_POINT_V08,
     ENTRY_POINT_V09,
@@ -93,13 +96,16 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BASE_URL_ENV",
+    "ENTRY_POINT_V06",
     "ENTRY_POINT_V07",
     "ENTRY_POINT_V08",
     "ENTRY_POINT_V09",
     "PROOF_VERSION",
+    "SIMPLE_7702_ACCOUNT",
     "AccountInfo",
     "Anchor",
     "ApiError",
+    "Authorization",
     "BulkNotarization",
     "Call",
     "ChainNotRecognisedError",
@@ -107,6 +113,7 @@ __all__ = [
     "ConfigurationError",
     "CreditLot",
     "Credits",
+    "Eip7702Account",
     "EntryPointVersion",
     "Entryway",
     "EntrywayError",
@@ -151,6 +158,8 @@ __all__ = [
     "ValidationError",
     "VerificationResult",
     "WebhookVerificationError",
+    "authorization_digest",
+    "delegate_of",
     "document_hash",
     "entry_point_version",
     "personal_sign",

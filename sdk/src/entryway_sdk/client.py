@@ -11,6 +11,7 @@ import httpx
 from entryway_sdk import abi
 from entryway_sdk._hex import checksum
 from entryway_sdk.anchor_verification import verify_with_node
+from entryway_sdk.eoa import SIMPLE_7702_ACCOUNT, Eip7702Account
 from entryway_sdk.errors import NetworkMismatchError
 from entryway_sdk.existing_account import CallEncoder, ExistingAccount, simple_account_call_data
 from entryway_sdk.models import (
@@ -202,6 +203,12 @@ class Entryway:
         """A deployed account by its address, with its owner if known (a recovery needs no
         owner: the guardians' approvals authorise it)."""
         return SmartWallet(self._chain, address, None if owner is None else as_signer(owner))
+
+    def eoa(self, owner: SignerLike) -> Eip7702Account:
+        """The EOA of `owner` as a smart account by EIP-7702, sending ops from its own address
+        through EntryPoint v0.8: delegated to the chain's Simple7702Account by its first op."""
+        implementation = self.defaults.simple_7702_account or SIMPLE_7702_ACCOUNT
+        return Eip7702Account(self._chain, as_signer(owner), implementation)
 
     def account(
         self,

@@ -149,6 +149,10 @@ class ChainSession:
     async def _rpc(self, method: str, params: list[Any]) -> Any:
         return await self.api.rpc(self.chain_id, method, params)
 
+    def wire(self, op: UserOperation) -> dict[str, Any]:
+        """`op` in the JSON form this session's EntryPoint release speaks."""
+        return op.to_rpc_v06() if self.entry_point_version == "0.6" else op.to_rpc()
+
     def hash(self, op: UserOperation) -> bytes:
         """The userOpHash this session's EntryPoint computes for `op`."""
         return user_op_hash(op, self.entry_point, self.chain_id, version=self.entry_point_version)
@@ -169,10 +173,15 @@ class ChainSession:
 
     def _paymaster_params(self, op: UserOperation, options: SendOptions) -> list[Any]:
         context = {"policyId": options.policy_id} if options.policy_id else {}
-        return [op.to_rpc(), self.entry_point, hex(self.chain_id), context]
+        return [self.wire(op), self.entry_point, hex(self.chain_id), context]
 
     @staticmethod
     def _with_paymaster(op: UserOperation, fields: dict[str, Any]) -> UserOperation:
+        if "paymaster" not in fields and "paymasterAndData" in fields:  # v0.6's answer
+            joined = hex_bytes(fields["paymasterAndData"], "paymasterAndData")
+            if len(joined) < 20:
+                raise EntrywayError("the paymaster answered a paymasterAndData with no address")
+            return op.with_(paymaster=checksum(joined[:20]), paymaster_data=joined[20:])
         return op.with_(
             paymaster=checksum(str(fields["paymaster"])),
             paymaster_data=hex_bytes(fields.get("paymasterData") or "0x"),
@@ -201,7 +210,7 @@ class ChainSession:
         # non-zero bytes as any real value keeps the calldata it counts from falling short.
         priced = op.with_(pre_verification_gas=_PVG_PLACEHOLDER)
         estimate = await self._rpc(
-            "eth_estimateUserOperationGas", [priced.to_rpc(), self.entry_point]
+            "eth_estimateUserOperationGas", [self.wire(priced), self.entry_point]
         )
         op = op.with_(
             pre_verification_gas=quantity(estimate["preVerificationGas"]),
@@ -223,7 +232,7 @@ class ChainSession:
 
     async def send(self, op: UserOperation) -> PendingUserOperation:
         """Send a prepared (and, if it needs it, signed) op."""
-        answer = await self._rpc("eth_sendUserOperation", [op.to_rpc(), self.entry_point])
+        answer = await self._rpc("eth_sendUserOperation", [self.wire(op), self.entry_point])
         expected = to_hex(self.hash(op))
         if str(answer).lower() != expected:
             raise EntrywayError(

@@ -14,6 +14,8 @@ import httpx
 
 from entryway_sdk.calls import CallLike
 from entryway_sdk.client import Entryway
+from entryway_sdk.eip7702 import Authorization
+from entryway_sdk.eoa import Eip7702Account
 from entryway_sdk.existing_account import ExistingAccount
 from entryway_sdk.models import (
     AccountInfo,
@@ -191,6 +193,36 @@ class ExistingAccountSync:
         return PendingUserOperationSync(op, self._loop)
 
 
+class Eip7702AccountSync:
+    """`Eip7702Account`, blocking."""
+
+    def __init__(self, account: Eip7702Account, loop: _LoopThread) -> None:
+        self._account, self._loop = account, loop
+        self.address = account.address
+        self.implementation = account.implementation
+
+    def delegation(self) -> str | None:
+        return self._loop.run(self._account.delegation())
+
+    def is_delegated(self) -> bool:
+        return self._loop.run(self._account.is_delegated())
+
+    def nonce(self) -> int:
+        return self._loop.run(self._account.nonce())
+
+    def authorize(self, delegate: str | None = None, *, nonce: int | None = None) -> Authorization:
+        return self._loop.run(self._account.authorize(delegate, nonce=nonce))
+
+    def send(
+        self, calls: CallLike | Sequence[CallLike], **options: Unpack[SendKwargs]
+    ) -> PendingUserOperationSync:
+        op = self._loop.run(self._account.send(calls, **options))
+        return PendingUserOperationSync(op, self._loop)
+
+    def undelegate(self, relayer: SignerLike | None = None, *, timeout: float = 60.0) -> str:
+        return self._loop.run(self._account.undelegate(relayer, timeout=timeout))
+
+
 class EntrywaySync:
     """`Entryway`, blocking: `EntrywaySync.init(...)` takes `Entryway.init`'s arguments
     (an `EntrywayOptions`, or its fields as keywords). Close it (`close()` or `with`) to
@@ -335,6 +367,9 @@ class EntrywaySync:
 
     def wallet_at(self, address: str, owner: SignerLike | None = None) -> SmartWalletSync:
         return SmartWalletSync(self._client.wallet_at(address, owner), self._loop)
+
+    def eoa(self, owner: SignerLike) -> Eip7702AccountSync:
+        return Eip7702AccountSync(self._client.eoa(owner), self._loop)
 
     def account(self, address: str, **kwargs: Any) -> ExistingAccountSync:
         """`Entryway.account`, blocking: the same keyword arguments."""

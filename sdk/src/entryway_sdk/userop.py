@@ -10,16 +10,22 @@ from typing import Any, Literal
 from eth_abi.abi import encode
 
 from entryway_sdk._hex import ZERO_ADDRESS, address_bytes, checksum, hex_bytes, keccak, quantity
+from entryway_sdk.eip7702 import Authorization
 
+ENTRY_POINT_V06 = "0x5FF137D4b0FDCD49DcA30c7CF57E578a026d2789"
 ENTRY_POINT_V07 = "0x0000000071727De22E5E9d8BAf0edAc6f37da032"
 ENTRY_POINT_V08 = "0x4337084D9E255Ff0702461CF8895CE9E3b5Ff108"
 # v0.9: the release's address on public chains, and where its npm release candidate (which
 # Entryway's devnets carry) lands with the release's salt.
 ENTRY_POINT_V09 = "0x433709009B8330FDa32311DF1C2AFA402eD8D009"
 ENTRY_POINT_V09_DEVNET = "0x63e9dfF4784c514b314670f239a52690F5709433"
-EntryPointVersion = Literal["0.7", "0.8", "0.9"]
-# v0.9's paymasterSignature suffix: signature | uint16(length) | this magic
-PAYMASTER_SIGNATURE_MAGIC = bytes.fromhex("22e325a297439656")
+EntryPointVersion = Literal["0.6", "0.7", "0.8", "0.9"]
+_VERSIONS = ("0.6", "0.7", "0.8", "0.9")
+# v0.9: paymasterAndData may end in a paymaster signature, its uint16 length and this magic;
+# the userOpHash leaves the signature and length out (the paymaster signs after the account).
+PAYMASTER_SIG_MAGIC = bytes.fromhex("22e325a297439656")
+PAYMASTER_SIGNATURE_MAGIC = PAYMASTER_SIG_MAGIC
+_PAYMASTER_DATA_OFFSET = 52
 _UINT128_MAX = 2**128 - 1
 
 PACKED_USEROP_TYPEHASH = keccak(
@@ -61,6 +67,8 @@ class UserOperation:
     paymaster_verification_gas_limit: int = 0
     paymaster_post_op_gas_limit: int = 0
     paymaster_data: bytes = b""
+    # An EIP-7702 EOA's authorization, carried into the bundle (not part of the hash).
+    eip7702_auth: Authorization | None = None
 
     def with_(self, **changes: Any) -> UserOperation:
         return replace(self, **changes)
@@ -88,9 +96,24 @@ class UserOperation:
             + self.paymaster_data
         )
 
-    def to_rpc(self) -> dict[str, str]:
-        """The JSON object `eth_sendUserOperation` and ERC-7677 methods take."""
-        out = {
+    @property
+    def paymaster_and_data_v06(self) -> bytes:
+        """v0.6's paymasterAndData: the paymaster and its data, no gas limits."""
+        return (
+            b"" if self.paymaster is None else address_bytes(self.paymaster) + self.paymaster_data
+        )
+
+    def to_rpc_v06(self) -> dict[str, Any]:
+        """The op as EntryPoint v0.6's bundler RPC speaks it (initCode, paymasterAndData)."""
+        return {
+            **self._common_rpc(),
+            "initCode": "0x" + self.init_code.hex(),
+            "paymasterAndData": "0x" + self.paymaster_and_data_v06.hex(),
+        }
+
+    def _common_rpc(self) -> dict[str, Any]:
+        """The fields every release's RPC form has, alike."""
+        return {
             "sender": checksum(self.sender),
             "nonce": hex(self.nonce),
             "callData": "0x" + self.call_data.hex(),
@@ -101,6 +124,10 @@ class UserOperation:
             "maxPriorityFeePerGas": hex(self.max_priority_fee_per_gas),
             "signature": "0x" + self.signature.hex(),
         }
+
+    def to_rpc(self) -> dict[str, Any]:
+        """The JSON object `eth_sendUserOperation` and ERC-7677 methods take (v0.7 on)."""
+        out = self._common_rpc()
         if self.factory is not None:
             out["factory"] = checksum(self.factory)
             out["factoryData"] = "0x" + self.factory_data.hex()
@@ -109,6 +136,8 @@ class UserOperation:
             out["paymasterVerificationGasLimit"] = hex(self.paymaster_verification_gas_limit)
             out["paymasterPostOpGasLimit"] = hex(self.paymaster_post_op_gas_limit)
             out["paymasterData"] = "0x" + self.paymaster_data.hex()
+        if self.eip7702_auth is not None:
+            out["eip7702Auth"] = self.eip7702_auth.to_rpc()
         return out
 
     @classmethod
@@ -123,6 +152,7 @@ class UserOperation:
 
         factory = raw.get("factory")
         paymaster = raw.get("paymaster")
+        auth = raw.get("eip7702Auth")
         return cls(
             sender=checksum(str(raw["sender"])),
             nonce=number("nonce"),
@@ -141,6 +171,7 @@ class UserOperation:
             paymaster_verification_gas_limit=number("paymasterVerificationGasLimit"),
             paymaster_post_op_gas_limit=number("paymasterPostOpGasLimit"),
             paymaster_data=data("paymasterData"),
+            eip7702_auth=None if auth is None else Authorization.from_rpc(auth),
         )
 
 
@@ -164,24 +195,23 @@ _PACKED_TYPES = [
 ]
 
 
-def _signed_paymaster_and_data(paymaster_and_data: bytes) -> bytes:
-    """What v0.9 hashes of paymasterAndData: a paymaster signature at its end (with its
-    length) cut out, the magic kept."""
-    if len(paymaster_and_data) < 52 + 10 or not paymaster_and_data.endswith(
-        PAYMASTER_SIGNATURE_MAGIC
-    ):
-        return paymaster_and_data
-    length = int.from_bytes(paymaster_and_data[-10:-8], "big")
-    if length > len(paymaster_and_data) - 52 - 10:
-        raise ValueError("paymasterAndData's paymaster signature is longer than its data")
-    return paymaster_and_data[: -(length + 10)] + PAYMASTER_SIGNATURE_MAGIC
+def paymaster_and_data_hash(data: bytes, version: EntryPointVersion = "0.8") -> bytes:
+    """keccak of paymasterAndData as the release hashes it: v0.9 leaves out a paymaster
+    signature appended with its length and magic (keeping the magic), others hash it all."""
+    if version != "0.9" or len(data) < _PAYMASTER_DATA_OFFSET + 10:
+        return keccak(data)
+    if data[-8:] != PAYMASTER_SIG_MAGIC:
+        return keccak(data)
+    length = int.from_bytes(data[-10:-8], "big")
+    if length == 0:
+        return keccak(data)
+    if length > len(data) - _PAYMASTER_DATA_OFFSET - 10:
+        raise ValueError("the paymaster signature's length reaches before paymasterData")
+    return keccak(data[: len(data) - length - 10] + PAYMASTER_SIG_MAGIC)
 
 
 def _packed_fields(op: UserOperation, version: EntryPointVersion = "0.8") -> list[object]:
-    """The op's eight fields as the releases hash them (byte strings by their keccak)."""
-    paymaster_and_data = op.paymaster_and_data
-    if version == "0.9":
-        paymaster_and_data = _signed_paymaster_and_data(paymaster_and_data)
+    """The op's eight fields as v0.7 to v0.9 hash them (byte strings by their keccak)."""
     return [
         checksum(op.sender),
         op.nonce,
@@ -190,24 +220,45 @@ def _packed_fields(op: UserOperation, version: EntryPointVersion = "0.8") -> lis
         op.account_gas_limits,
         op.pre_verification_gas,
         op.gas_fees,
-        keccak(paymaster_and_data),
+        paymaster_and_data_hash(op.paymaster_and_data, version),
     ]
 
 
 def user_op_struct_hash(op: UserOperation, version: EntryPointVersion = "0.8") -> bytes:
-    """v0.8's EIP-712 struct hash: the typehash, then the eight packed fields (v0.9's: a
-    paymaster signature left out)."""
+    """v0.8's (and v0.9's) EIP-712 struct hash: the typehash, then the eight packed fields."""
     fields = _packed_fields(op, version)
     return keccak(encode(["bytes32", *_PACKED_TYPES], [PACKED_USEROP_TYPEHASH, *fields]))
 
 
+def _v06_fields_hash(op: UserOperation) -> bytes:
+    """keccak of v0.6's ten unpacked fields (byte strings by their keccak)."""
+    types = ["address", "uint256", "bytes32", "bytes32", *(["uint256"] * 5), "bytes32"]
+    values: list[object] = [
+        checksum(op.sender),
+        op.nonce,
+        keccak(op.init_code),
+        keccak(op.call_data),
+        op.call_gas_limit,
+        op.verification_gas_limit,
+        op.pre_verification_gas,
+        op.max_fee_per_gas,
+        op.max_priority_fee_per_gas,
+        keccak(op.paymaster_and_data_v06),
+    ]
+    return keccak(encode(types, values))
+
+
 def entry_point_version(entry_point: str) -> EntryPointVersion:
-    """The release of the EntryPoint at `entry_point`: v0.7 and v0.9 at their addresses, v0.8
-    anywhere else (as the service takes an EntryPoint deployed elsewhere, a devnet's, to be)."""
-    address = checksum(entry_point)
-    if address == ENTRY_POINT_V07:
-        return "0.7"
-    return "0.9" if address in (ENTRY_POINT_V09, ENTRY_POINT_V09_DEVNET) else "0.8"
+    """The release of the EntryPoint at `entry_point`: v0.6, v0.7 and v0.9 at their addresses
+    (v0.9's devnet one included), v0.8 anywhere else (as the service takes an EntryPoint
+    deployed elsewhere, a devnet's, to be)."""
+    known: dict[str, EntryPointVersion] = {
+        ENTRY_POINT_V06: "0.6",
+        ENTRY_POINT_V07: "0.7",
+        ENTRY_POINT_V09: "0.9",
+        ENTRY_POINT_V09_DEVNET: "0.9",
+    }
+    return known.get(checksum(entry_point), "0.8")
 
 
 def _packed_fields_hash(op: UserOperation) -> bytes:
@@ -225,21 +276,21 @@ def user_op_hash(
     """The userOpHash the EntryPoint at `entry_point` computes; `version`, when not given, is
     the one the address says (`entry_point_version`).
 
+    v0.6: keccak of abi.encode(keccak of the op's ten unpacked fields, entryPoint, chainId).
     v0.7: keccak of abi.encode(keccak of the op's eight packed fields, entryPoint, chainId).
     v0.8: the EIP-712 digest of the packed op under ("ERC4337", "1", chainId, entryPoint).
-    v0.9: v0.8's, with a paymaster signature appended to paymasterAndData left out, so the
-    account may sign before its paymaster does.
+    v0.9: v0.8's, with a paymaster signature appended to paymasterAndData left out.
     What an account signs over it is the account's choice: Entryway's SmartAccount signs the
     digest as it is, v0.7's SimpleAccount an EIP-191 message of it."""
     version = version or entry_point_version(entry_point)
-    if version not in ("0.7", "0.8", "0.9"):
-        raise ValueError(f"unsupported EntryPoint version {version!r} (supported: 0.7-0.9)")
-    if version == "0.7":
+    if version not in _VERSIONS:
+        raise ValueError(
+            f"unsupported EntryPoint version {version!r} (supported: {', '.join(_VERSIONS)})"
+        )
+    if version in ("0.6", "0.7"):
+        inner = _v06_fields_hash(op) if version == "0.6" else _packed_fields_hash(op)
         return keccak(
-            encode(
-                ["bytes32", "address", "uint256"],
-                [_packed_fields_hash(op), checksum(entry_point), chain_id],
-            )
+            encode(["bytes32", "address", "uint256"], [inner, checksum(entry_point), chain_id])
         )
     domain = domain_separator(b"ERC4337", b"1", chain_id, entry_point)
     return _typed_digest(domain, user_op_struct_hash(op, version))

@@ -30,6 +30,7 @@ from entryway.deploy.rpc_health import (
     probe_stability,
     stability,
 )
+from entryway.domain.eip7702 import SIMPLE_7702_ACCOUNT
 from entryway.domain.entry_points import V06, V07, V08, V09, EntryPointRelease
 from entryway.errors import EntrywayError
 
@@ -70,6 +71,8 @@ class Deployment:
     entry_point_v09: str | None = None
     paymaster_v09: str | None = None
     simple_account_factory_v09: str | None = None
+    # What an EIP-7702 EOA delegates to: the same address on every chain.
+    simple_7702_account: str = SIMPLE_7702_ACCOUNT
 
     def as_json(self, rpc_url: str) -> dict[str, object]:
         out: dict[str, object] = {
@@ -79,6 +82,7 @@ class Deployment:
             "accountFactory": self.account_factory,
             "paymaster": self.paymaster,
             "notary": self.notary,
+            "simple7702Account": self.simple_7702_account,
         }
         for key, address in (
             ("entryPointV07", self.entry_point_v07),
@@ -136,6 +140,7 @@ class Deployment:
             entry_point_v09=plan.entry_point_v09.address,
             paymaster_v09=plan.paymaster_v09.address,
             simple_account_factory_v09=plan.simple_account_factory_v09.address,
+            simple_7702_account=plan.simple_7702_account.address,
         )
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from eth_abi.abi import encode
 
 from entryway import contracts
+from entryway.domain.eip7702 import SIMPLE_7702_ACCOUNT
 from entryway.domain.entry_points import V07, V08, V09, EntryPointRelease
 from entryway.domain.evm import create2_address, hex_to_bytes, keccak
 
@@ -32,6 +33,11 @@ ENTRY_POINT_SALT = hex_to_bytes(V08.salt)
 ENTRY_POINT_ADDRESS = V08.address
 
 ENTRYWAY_SALT = keccak(b"entryway.contracts.v1")
+
+# eth-infinitism's Simple7702Account (npm 0.8.0), the code an EIP-7702 EOA delegates to: its
+# artifact through the deterministic deployer with the zero salt lands at the address it has on
+# every public chain.
+SIMPLE_7702_ACCOUNT_SALT = bytes(32)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +78,7 @@ class DeploymentPlan:
     entry_point_v09: ContractPlan
     paymaster_v09: ContractPlan
     simple_account_factory_v09: ContractPlan
+    simple_7702_account: ContractPlan
 
     def contracts(self) -> tuple[ContractPlan, ...]:
         """In deployment order: an EntryPoint before what is bound to it."""
@@ -86,6 +93,7 @@ class DeploymentPlan:
             self.entry_point_v09,
             self.paymaster_v09,
             self.simple_account_factory_v09,
+            self.simple_7702_account,
         )
 
 
@@ -153,4 +161,15 @@ def plan_deployment(operator: Operator, *, entry_point_v09: str | None = None) -
         simple_account_factory_v09=bound_to(
             "simpleAccountFactoryV09", "SimpleAccountFactoryV09", ep_v09
         ),
+        simple_7702_account=plan_simple_7702_account(),
     )
+
+
+def plan_simple_7702_account() -> ContractPlan:
+    """Simple7702Account at its canonical address (it takes no constructor arguments)."""
+    artifact = "Simple7702Account"
+    init_code = contracts.load(artifact).bytecode
+    plan = plan_contract("simple7702Account", artifact, SIMPLE_7702_ACCOUNT_SALT, init_code)
+    if plan.address != SIMPLE_7702_ACCOUNT:
+        raise AssertionError("the Simple7702Account artifact is not the npm 0.8.0 release")
+    return plan

@@ -16,6 +16,8 @@ from entryway.domain.evm import address_bytes, checksum, keccak
 MARKER = checksum("0x7702000000000000000000000000000000000000")
 DELEGATION_PREFIX = b"\xef\x01\x00"
 AUTHORIZATION_MAGIC = b"\x05"
+# eth-infinitism's Simple7702Account (npm 0.8.0): the same address on every public chain.
+SIMPLE_7702_ACCOUNT = checksum("0xe6Cae83BdE06E4c305530e199D7217f42808555B")
 
 
 @dataclass(frozen=True, slots=True)

@@ -105,6 +105,8 @@ class SdkDefaults(Wire):
     entry_point_v09: str | None = None
     paymaster_v09: str | None = None
     simple_account_factory_v09: str | None = None
+    # The code an EIP-7702 EOA delegates to (eth-infinitism's Simple7702Account).
+    simple_7702_account: str
 
 
 class SdkDefaultsList(Wire):

@@ -190,6 +190,7 @@ def deployment_of(chain: ChainSettings, keys: ChainKeys) -> Deployment:
             entry_point_v09=a.entry_point_v09,
             paymaster_v09=a.paymaster_v09,
             simple_account_factory_v09=a.simple_account_factory_v09,
+            simple_7702_account=a.simple_7702_account,
         )
     assert chain.deploy_owner is not None  # read_chain_keys requires one of the two
     plan = plan_deployment(

@@ -27,6 +27,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from entryway.domain.billing import BUDGET_ALERT_PERCENT, BillingConfig
 from entryway.domain.destinations import PRIVATE_ALLOWED, PUBLIC_ONLY, DestinationPolicy
+from entryway.domain.eip7702 import SIMPLE_7702_ACCOUNT
 from entryway.domain.evm import checksum
 from entryway.domain.networks import NETWORKS, FeeRules, fee_rules_for
 from entryway.domain.plans import PlanName
@@ -312,6 +313,9 @@ class ContractAddresses(Section):
     entry_point_v09: str | None = None
     paymaster_v09: str | None = None
     simple_account_factory_v09: str | None = None
+    # Simple7702Account, what the SDK's EIP-7702 EOAs delegate to: its canonical address
+    # unless the chain has it elsewhere.
+    simple_7702_account: str = SIMPLE_7702_ACCOUNT
 
     @field_validator("*")
     @classmethod
