@@ -77,7 +77,7 @@ async def test_usage_chart_and_breakdowns_follow_the_live_tiles_in_plain_names(
 
     empty = page.locator("#trend svg.chart")
     assert "No usage in these periods yet." in (await empty.text_content() or "")  # not a bare axis
-    assert await page.locator("#breakdowns .empty").count() == 2
+    assert await page.locator("#breakdowns .empty").count() == 3  # by type, by endpoint, by key
     await assert_fits(page)
 
     href = await page.locator("a:has-text('Export CSV')").get_attribute("href")
