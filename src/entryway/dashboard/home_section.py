@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from fastapi import Request
 
+from entryway.dashboard import web
 from entryway.domain.networks import NETWORKS
 from entryway.service.op_report import is_local
 from entryway.service.services import Services
@@ -113,7 +114,8 @@ class Home:
 async def home(
     request: Request, services: Services, project_id: str, chains: Iterable[int]
 ) -> Home:
-    base = str(request.base_url).rstrip("/")
+    # `http.public_url` (or the address served on), never the Host header a client chose.
+    base = web.options(request).public_url.rstrip("/")
     starts = [_served(services, base, c) for c in sorted(chains)]
     first = next((c for c in starts if c.served), None)
     ops = await ProjectActivity(services.store.engine).user_operations(project_id, limit=LAST_OPS)

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from entryway.bundler.op_codec import codec_for
 from entryway.bundler.rpc_methods import BundlerRpc
 from entryway.bundler.rpc_types import user_operation_json
 from entryway.chain.retry import RetryPolicy
@@ -68,6 +69,7 @@ class NodeBackedBundler:
     def __init__(self, eth: EthClient) -> None:
         self.eth = eth
         self.config = SimpleNamespace(entry_point=ENTRY_POINT)  # the EntryPoint it serves
+        self.codec = codec_for(ENTRY_POINT)  # the release's op shapes
 
     async def send(self, op: UserOperation, before_mempool: Any = None) -> bytes:
         await self.eth.get_nonce(op.sender)
