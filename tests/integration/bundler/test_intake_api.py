@@ -189,7 +189,8 @@ async def test_receipt_polls_of_an_open_op_are_answered_from_the_intake(
     status = rpc("entryway_getUserOperationStatus", op_hash)
     answer = await client.post(f"/rpc/{CHAIN}", headers=auth, json=status)
     assert answer.json()["result"]["status"] == "pending"
-    assert asked == []
+    # The polls asked the node nothing (a background head read may fall in meanwhile).
+    assert [m for m in asked if m != "eth_blockNumber"] == []
 
     intake = OpIntakeStore(services.store.engine)
     await intake.mark(CHAIN, op_hash, OpStatus.DROPPED, reason="test: no longer open")
