@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from entryway.domain.revert_reasons import PANICS
+
 # EntryPoint FailedOp reasons (v0.6-v0.9 share the numbering): meaning, then the fix.
 AA_CODES: dict[str, tuple[str, str]] = {
     "AA10": ("the sender is already deployed", "drop initCode (factory) from the op"),
@@ -193,16 +195,6 @@ _OPCODE = re.compile(r"opcode:? ([A-Z0-9]+)")
 _PHASES = ("factory", "account", "paymaster")
 _ERROR_STRING = bytes.fromhex("08c379a0")
 _PANIC = bytes.fromhex("4e487b71")
-_PANICS = {
-    0x01: "assertion failed",
-    0x11: "arithmetic overflow or underflow",
-    0x12: "division by zero",
-    0x21: "invalid enum value",
-    0x31: "pop on an empty array",
-    0x32: "array index out of bounds",
-    0x41: "out of memory",
-    0x51: "call to an uninitialised function",
-}
 
 
 def explain(
@@ -257,7 +249,7 @@ def revert_reason(
         return decode(raw)
     if raw[:4] == _PANIC and len(raw) >= 36:
         value = int.from_bytes(raw[4:36], "big")
-        return f"Panic(0x{value:02x}): {_PANICS.get(value, 'unknown panic code')}"
+        return f"Panic(0x{value:02x}): {PANICS.get(value, 'unknown panic code')}"
     if raw[:4] == _ERROR_STRING and len(raw) >= 68:
         length = int.from_bytes(raw[36:68], "big")
         text = raw[68 : 68 + length]
