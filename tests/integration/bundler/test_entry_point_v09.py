@@ -200,12 +200,13 @@ FLAG = 0x800000000000  # v0.9: both bounds above it are block numbers
 
 async def test_v09_validity_ranges_in_blocks(both: BundlerRpc, harness: Harness) -> None:
     """v0.9 reads a window whose bounds both carry the flag as block numbers: an op valid
-    from the next block on is included; one not valid for 50 blocks is refused (-32503),
+    since a past block is included; one not valid for 50 blocks is refused (-32503),
     where a timestamp reading would have refused both."""
     block = int((await harness.eth.get_block("latest"))["number"], 16)
     op, owner = await simple_account_op(harness, EP_ADDRESS, FACTORY09)
     await harness.fund(op.sender, 0)
-    now = sponsored(harness, op, owner, ValidityWindow(FLAG | (block + 1000), FLAG | block))
+    # Valid since the block before the latest: whatever head the bundler judges by.
+    now = sponsored(harness, op, owner, ValidityWindow(FLAG | (block + 1000), FLAG | (block - 1)))
     sent = await call(both, "eth_sendUserOperation", user_operation_json(now), EP_ADDRESS)
     await call(both, "debug_bundler_sendBundleNow")
     receipt = await call(both, "eth_getUserOperationReceipt", sent)
