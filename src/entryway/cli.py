@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from entryway.composition.collector import settle_collector
 from entryway.dashboard.operator_commands import operator_app
 from entryway.domain.networks import DEFAULT_DEVNET_CHAINS, NETWORKS
 from entryway.errors import EntrywayError
@@ -167,6 +168,7 @@ def up(
             yield
 
     api = http_app(settings, services, lifespan)
+    settle_collector()
     uvicorn.run(api, host=host, port=port, **uvicorn_options(settings))
 
 
@@ -205,6 +207,7 @@ def api(
             yield
 
     app_ = http_app(settings, services, lifespan)
+    settle_collector()
     uvicorn.run(app_, host=settings.http.host, port=settings.http.port, **uvicorn_options(settings))
 
 
@@ -247,6 +250,7 @@ def serve(
             yield
 
     app_ = http_app(settings, services, lifespan)
+    settle_collector()
     uvicorn.run(
         app_, host=settings.http.host, port=settings.http.port, log_level="warning", log_config=None
     )
@@ -431,6 +435,7 @@ def bundler(
         # The chain's leader or a standby, bundling the service's intake.
         configured = bundler_chain(config, chain)
         http = None if http_port is None else HttpAddress(http_host, http_port)
+        settle_collector()
         _run(lead_until_signalled(settings_of(config), chain, configured, http))
         return
     if rpc_url is None or not executor_key_file:
@@ -471,6 +476,7 @@ def bundler(
         trusted_entities=trusted,
     )
     app = create_standalone_app(settings, limits)
+    settle_collector()
     uvicorn.run(app, host=host, port=port, **uvicorn_options(loaded))
 
 
@@ -583,6 +589,7 @@ def worker(
     ]
     if webhook_allow_private:
         argv.append("--webhook-allow-private")
+    settle_collector()
     worker_main(argv, configured=run_configured_worker)
 
 
