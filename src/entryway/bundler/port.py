@@ -173,7 +173,7 @@ class InProcessBundler:
             tracked = bundler.tracked.get(op_hash)
             if tracked is not None and tracked.status in (OpStatus.PENDING, OpStatus.SUBMITTED):
                 return None  # not mined yet: its bundle's follower marks it when it is
-            doc = await _node(bundler.receipts.receipt(op_hash, bundler.l1_fees))
+            doc = await _node(bundler.receipt(op_hash))
             if doc is not None:
                 return receipt_of(doc)
         return None

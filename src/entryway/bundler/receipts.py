@@ -1,15 +1,20 @@
 """UserOperation receipts and lookups, read from the chain's UserOperationEvent logs.
 
-Nothing is cached: every answer comes from the node's canonical chain, so a receipt whose
-block was dropped by a reorg disappears with it. Beside the ERC-4337 fields a receipt says
-how deep its block is: `confirmations` (its own block counting as the first, hex) and, where
-the chain's finality depth is known (`finality`, set by the service that follows the chain),
-`final`. On OP-stack chains it also shows the op's share of its bundle's L1 data fee
-(`l1Fee`, wei; `L1FeeQuoter.op_share_wei`).
+Every answer comes from the node's canonical chain, so a receipt whose block was dropped by a
+reorg disappears with it. An op this bundler bundled is read from its bundle's transaction
+receipt (`of_bundle`) rather than looked for in the logs: clients poll the moment a block
+lands, and the polls of one bundle's ops that arrive while a read of its receipt and the head
+is under way share that read, instead of making three node calls each.
+
+Beside the ERC-4337 fields a receipt says how deep its block is: `confirmations` (its own
+block counting as the first, hex) and, where the chain's finality depth is known
+(`finality`, set by the service that follows the chain), `final`. On OP-stack chains it
+also shows the op's share of its bundle's L1 data fee (`l1Fee`, wei; `L1FeeQuoter.op_share_wei`).
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from eth_abi.abi import decode
@@ -39,6 +44,8 @@ class ReceiptReader:
         self.lookback_blocks = lookback_blocks
         # The chain's depths, where the service follows the chain: receipts then say `final`.
         self.finality: Finality | None = None
+        # Bundle transaction hash → the read of its receipt and the head under way.
+        self._bundle_reads: dict[str, asyncio.Future[Any]] = {}
 
     async def _event_log(self, op_hash: bytes) -> tuple[dict[str, Any] | None, int]:
         """The op's UserOperationEvent log, if any, and the head it was looked for from."""
@@ -65,13 +72,56 @@ class ReceiptReader:
             return None
         return await self.of_log(log, head, l1_fees)
 
+    async def of_bundle(
+        self, op_hash: bytes, tx_hash: str, l1_fees: L1FeeQuoter | None = None
+    ) -> dict[str, Any] | None:
+        """The receipt of an op this bundler saw mined in its bundle `tx_hash`; looked for in
+        the logs as any other op's when that bundle does not carry it (the op was included
+        by another bundle) or is no longer on the chain."""
+        head, tx = await self._bundle_read(tx_hash)
+        ep = checksum(self.entry_point)
+        for log in tx["logs"] if tx is not None else ():
+            topics = log["topics"]
+            if (
+                len(topics) > 1
+                and hex_to_bytes(topics[0]) == USER_OP_EVENT
+                and hex_to_bytes(topics[1]) == op_hash
+                and checksum(log["address"]) == ep
+            ):
+                return await self._receipt(log, tx, head, l1_fees)
+        return await self.receipt(op_hash, l1_fees)
+
+    async def _bundle_read(self, tx_hash: str) -> tuple[int, dict[str, Any] | None]:
+        """(head, the bundle's transaction receipt), in one batch; polls arriving while it
+        is read wait for the same read. Nothing is kept once it is answered."""
+        read = self._bundle_reads.get(tx_hash)
+        if read is None:
+            read = asyncio.ensure_future(
+                self.eth.rpc.batch(
+                    [("eth_blockNumber", []), ("eth_getTransactionReceipt", [tx_hash])]
+                )
+            )
+            self._bundle_reads[tx_hash] = read
+            read.add_done_callback(lambda _: self._bundle_reads.pop(tx_hash, None))
+        head, tx = await asyncio.shield(read)
+        return int(head, 16), tx
+
     async def of_log(
         self, log: dict[str, Any], head: int, l1_fees: L1FeeQuoter | None = None
     ) -> dict[str, Any] | None:
         """The receipt of the op whose UserOperationEvent `log` is (as `eth_getLogs` gives
         it), read when the chain's head was `head`; None if its block was reorged away."""
-        op_hash = hex_to_bytes(log["topics"][1])
         tx = await self.eth.rpc.request("eth_getTransactionReceipt", [log["transactionHash"]])
+        return await self._receipt(log, tx, head, l1_fees)
+
+    async def _receipt(
+        self,
+        log: dict[str, Any],
+        tx: dict[str, Any] | None,
+        head: int,
+        l1_fees: L1FeeQuoter | None,
+    ) -> dict[str, Any] | None:
+        op_hash = hex_to_bytes(log["topics"][1])
         if tx is None or tx["blockHash"] != log["blockHash"]:
             return None  # reorged away between the two reads
         event = EP.decode_event(

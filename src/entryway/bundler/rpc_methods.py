@@ -226,7 +226,7 @@ class BundlerRpc:
         for rpc in self._by_knowledge(op_hash):
             if await rpc.bundler.unmined(op_hash):
                 return None  # by the account of whoever bundles it: no node call
-            found = await rpc.bundler.receipts.receipt(op_hash, rpc.bundler.l1_fees)
+            found = await rpc.bundler.receipt(op_hash)
             if found is not None:
                 return found
         return None
@@ -244,7 +244,7 @@ class BundlerRpc:
             # receipt appears) or the intake's: answer without asking the node, which clients
             # poll hard.
             return None
-        return await self.bundler.receipts.receipt(op_hash, self.bundler.l1_fees)
+        return await self.bundler.receipt(op_hash)
 
     async def gas_price(self, params: list[Any]) -> dict[str, dict[str, str]]:
         """{"slow"|"standard"|"fast": {"maxFeePerGas", "maxPriorityFeePerGas"}}, hex: fees
@@ -272,7 +272,7 @@ class BundlerRpc:
         status = await self.bundler.status(op_hash)
         if self.bundler.l1_fees is None or status["status"] not in _MINED:
             return status
-        receipt = await self.bundler.receipts.receipt(op_hash, self.bundler.l1_fees)
+        receipt = await self.bundler.receipt(op_hash)
         if receipt is None or "l1Fee" not in receipt:
             return status
         return {**status, "l1Fee": receipt["l1Fee"]}

@@ -393,6 +393,15 @@ class Bundler:
         tracked = self.tracked.get(op_hash)
         return tracked is not None and tracked.status in (OpStatus.PENDING, OpStatus.SUBMITTED)
 
+    async def receipt(self, op_hash: bytes, *, l1_fee: bool = True) -> dict[str, Any] | None:
+        """The op's receipt (with its `l1Fee` on OP-stack chains, unless not `l1_fee`), None
+        while it is not mined. An op this bundler saw mined is read off its bundle."""
+        l1_fees = self.l1_fees if l1_fee else None
+        tracked = self.tracked.get(op_hash)
+        if tracked is not None and tracked.status in MINED and tracked.tx_hash:
+            return await self.receipts.of_bundle(op_hash, tracked.tx_hash, l1_fees)
+        return await self.receipts.receipt(op_hash, l1_fees)
+
     async def status(self, op_hash: bytes) -> dict[str, Any]:
         tracked = self.tracked.get(op_hash)
         # Pending or submitted by our own account: its bundle's follower marks it the moment
@@ -401,7 +410,7 @@ class Bundler:
             OpStatus.PENDING,
             OpStatus.SUBMITTED,
         )
-        receipt = None if in_flight else await self.receipts.receipt(op_hash)
+        receipt = None if in_flight else await self.receipt(op_hash, l1_fee=False)
         if receipt is not None:
             status = OpStatus.INCLUDED if receipt["success"] else OpStatus.FAILED
             found: dict[str, Any] = {

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
 import pytest
 
 from entryway.bundler.gas.estimation import MAX_VERIFICATION_GAS
@@ -372,3 +375,34 @@ async def test_a_receipt_disappears_with_its_block(client: RpcClient, harness: H
     await client.bundle()
     assert (await client.result("eth_getUserOperationReceipt", again))["success"] is True
     assert (await client.result("eth_getUserOperationReceipt", op_hash))["success"] is True
+
+
+async def test_the_ops_of_a_bundle_share_one_read_of_its_receipt(
+    client: RpcClient, harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first, second = await sponsored_op(harness), await sponsored_op(harness)
+    hashes = [await client.send(first), await client.send(second)]
+    await client.bundle()
+    reader = client.rpc.bundler.receipts
+    asked: list[str] = []
+    request, batch = reader.eth.rpc.request, reader.eth.rpc.batch
+
+    async def counted_request(method: str, params: Any = None) -> Any:
+        asked.append(method)
+        return await request(method, params)
+
+    async def counted_batch(calls: Any) -> Any:
+        asked.append("batch:" + ",".join(method for method, _ in calls))
+        return await batch(calls)
+
+    monkeypatch.setattr(reader.eth.rpc, "request", counted_request)
+    monkeypatch.setattr(reader.eth.rpc, "batch", counted_batch)
+    polled = await asyncio.gather(
+        *(client.result("eth_getUserOperationReceipt", h) for h in hashes)
+    )
+    assert asked == ["batch:eth_blockNumber,eth_getTransactionReceipt"]
+    monkeypatch.undo()
+    # The same receipts as the logs give for any op, whoever bundled it.
+    from_logs = [await reader.receipt(bytes.fromhex(h[2:])) for h in hashes]
+    assert polled == from_logs
+    assert [r["userOpHash"] for r in polled] == hashes
