@@ -94,7 +94,7 @@ class Bench:
             else b"",
         )
         digest = user_op_hash(op, self.entry_point, CHAIN_ID)
-        if self.version is not EntryPointVersion.V08:  # v0.7's and v0.6's check EIP-191
+        if self.version in (EntryPointVersion.V06, EntryPointVersion.V07):  # they check EIP-191
             digest = eth_signed_message_digest(digest)
         return op.with_signature(sign_digest(bytes(owner.key), digest))
 
