@@ -147,22 +147,31 @@ async def client(chain: V06Chain, http: httpx.AsyncClient) -> Entryway:
 async def test_the_release_picks_the_chains_entry_point(
     chain: V06Chain, http: httpx.AsyncClient
 ) -> None:
-    devnet = DEFAULTS | {"entryPointV09": ENTRY_POINT_V09_DEVNET, "entryPointV07": ENTRY_POINT_V07}
+    v06_elsewhere = to_checksum_address("0x" + "66" * 20)  # a private chain's, say
+    devnet = DEFAULTS | {
+        "entryPointV06": v06_elsewhere,
+        "entryPointV07": ENTRY_POINT_V07,
+        "entryPointV09": ENTRY_POINT_V09_DEVNET,
+    }
     client = await _client(chain, http, devnet)
+    assert client.defaults.entry_point_v06 == v06_elsewhere
     sign = Callback()
     picked = {
         version: client.account(ACCOUNT, signer=sign, entry_point_version=version)
         for version in ("0.6", "0.7", "0.8", "0.9")
     }
     assert {v: (a.entry_point, a.entry_point_version) for v, a in picked.items()} == {
-        "0.6": (ENTRY_POINT_V06, "0.6"),
+        "0.6": (v06_elsewhere, "0.6"),
         "0.7": (ENTRY_POINT_V07, "0.7"),
         "0.8": (to_checksum_address(DEFAULTS["entryPoint"]), "0.8"),
         "0.9": (ENTRY_POINT_V09_DEVNET, "0.9"),
     }
     assert client.account(ACCOUNT, signer=sign).entry_point == ENTRY_POINT_V07  # the default
-    # a chain whose defaults name no v0.9 EntryPoint: the canonical one
+    # a chain whose defaults name none: the release's canonical EntryPoint
     bare = await _client(chain, http, DEFAULTS)
+    assert bare.account(ACCOUNT, signer=sign, entry_point_version="0.6").entry_point == (
+        ENTRY_POINT_V06
+    )
     assert bare.account(ACCOUNT, signer=sign, entry_point_version="0.9").entry_point == (
         ENTRY_POINT_V09
     )

@@ -251,7 +251,7 @@ class Entryway:
         canonical address."""
         defaults = self.defaults
         chains: dict[EntryPointVersion, str | None] = {
-            "0.6": None,  # the service names no v0.6 address: it serves the canonical one
+            "0.6": defaults.entry_point_v06,
             "0.7": defaults.entry_point_v07,
             "0.8": defaults.entry_point if self._chain.entry_point_version == "0.8" else None,
             "0.9": defaults.entry_point_v09,
