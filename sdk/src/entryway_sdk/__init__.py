@@ -46,7 +46,11 @@ from entryway_sdk.errors import (
     ValidationError,
     WebhookVerificationError,
 )
-from entryway_sdk.existing_account import ExistingAccount, simple_account_call_data
+from entryway_sdk.existing_account import (
+    ExistingAccount,
+    simple_account_call_data,
+    simple_account_encoder,
+)
 from entryway_sdk.models import (
     AccountInfo,
     CreditLot,
@@ -76,7 +80,13 @@ from entryway_sdk.proof import (
     verify_proof,
 )
 from entryway_sdk.recovery import RecoveryApproval, sign_recovery_approval
-from entryway_sdk.signer import Signer, UserOpHashSigner, personal_sign
+from entryway_sdk.signer import (
+    Signer,
+    UserOpHashSigner,
+    direct_sign,
+    personal_sign,
+    simple_account_signer,
+)
 from entryway_sdk.sync import EntrywaySync
 from entryway_sdk.transport import RetryPolicy
 from entryway_sdk.userop import (
@@ -160,11 +170,14 @@ __all__ = [
     "WebhookVerificationError",
     "authorization_digest",
     "delegate_of",
+    "direct_sign",
     "document_hash",
     "entry_point_version",
     "personal_sign",
     "sign_recovery_approval",
     "simple_account_call_data",
+    "simple_account_encoder",
+    "simple_account_signer",
     "user_op_hash",
     "verify_proof",
     "verify_proof_on_chain",

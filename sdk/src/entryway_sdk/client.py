@@ -13,7 +13,7 @@ from entryway_sdk._hex import checksum
 from entryway_sdk.anchor_verification import verify_with_node
 from entryway_sdk.eoa import SIMPLE_7702_ACCOUNT, Eip7702Account
 from entryway_sdk.errors import NetworkMismatchError
-from entryway_sdk.existing_account import CallEncoder, ExistingAccount, simple_account_call_data
+from entryway_sdk.existing_account import CallEncoder, ExistingAccount
 from entryway_sdk.models import (
     AccountInfo,
     Credits,
@@ -36,7 +36,7 @@ from entryway_sdk.options import EntrywayOptions
 from entryway_sdk.proof import ProofLike, VerificationResult, verify_proof
 from entryway_sdk.signer import SignerLike, UserOpHashSigner, as_signer
 from entryway_sdk.transport import NodeRpc, RetryPolicy, ServiceApi
-from entryway_sdk.userop import ENTRY_POINT_V07, EntryPointVersion
+from entryway_sdk.userop import CANONICAL_ENTRY_POINTS, EntryPointVersion
 from entryway_sdk.wallet import SmartWallet
 
 
@@ -219,19 +219,23 @@ class Entryway:
         entry_point_version: EntryPointVersion | None = None,
         stub_signature: bytes | None = None,
         nonce_key: int = 0,
-        encode_calls: CallEncoder = simple_account_call_data,
+        encode_calls: CallEncoder | None = None,
     ) -> ExistingAccount:
         """A smart account you already have, deployed at `address`, relayed through its
-        EntryPoint: by default v0.7 (the chain's, else the canonical address); the hash
-        follows the EntryPoint's release (`entry_point_version` for one at another address).
+        EntryPoint: `entry_point` if given, else the chain's EntryPoint of release
+        `entry_point_version`, else v0.7's (the chain's, else the canonical address). The op's
+        form (v0.6's unpacked one, or the packed RPC form) and its hash follow the release
+        (the address says it, or `entry_point_version` for one at another address).
 
         `signer(user_op_hash) -> signature` (sync or async) signs as the account checks:
-        `personal_sign(owner)` for v0.7's SimpleAccount. `stub_signature` is what the
-        account's validation sees while the bundler estimates (by default a well-formed ECDSA
-        signature, right for ECDSA accounts); `nonce_key` the EntryPoint nonce key;
-        `encode_calls` turns calls into call data (SimpleAccount's `execute(Batch)`)."""
+        `simple_account_signer(owner, version)` for the release's SimpleAccount
+        (`personal_sign` for v0.6 and v0.7, `direct_sign` for v0.8 and v0.9).
+        `stub_signature` is what the account's validation sees while the bundler estimates
+        (by default a well-formed ECDSA signature, right for ECDSA accounts); `nonce_key` the
+        EntryPoint nonce key; `encode_calls` turns calls into call data (by default the
+        release's SimpleAccount's `execute` / `executeBatch`)."""
         chain = self._chain.at(
-            entry_point or self.defaults.entry_point_v07 or ENTRY_POINT_V07, entry_point_version
+            entry_point or self._entry_point_of(entry_point_version or "0.7"), entry_point_version
         )
         return ExistingAccount(
             chain,
@@ -241,6 +245,22 @@ class Entryway:
             nonce_key=nonce_key,
             encode_calls=encode_calls,
         )
+
+    def _entry_point_of(self, version: EntryPointVersion) -> str:
+        """The chain's EntryPoint of `version` (`/get-sdk-defaults`), else the release's
+        canonical address."""
+        defaults = self.defaults
+        chains: dict[EntryPointVersion, str | None] = {
+            "0.6": defaults.entry_point_v06,
+            "0.7": defaults.entry_point_v07,
+            "0.8": defaults.entry_point if self._chain.entry_point_version == "0.8" else None,
+            "0.9": defaults.entry_point_v09,
+        }
+        if version not in chains:
+            raise ValueError(
+                f"unsupported EntryPoint version {version!r} (supported: 0.6, 0.7, 0.8, 0.9)"
+            )
+        return chains[version] or CANONICAL_ENTRY_POINTS[version]
 
     # ---------------------------------------------------------------- notarization
 

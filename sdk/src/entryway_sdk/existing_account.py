@@ -18,29 +18,54 @@ from entryway_sdk.calls import Call, CallLike, as_calls
 from entryway_sdk.errors import EntrywayError
 from entryway_sdk.operations import ChainSession, PendingUserOperation, SendOptions, Speed
 from entryway_sdk.signer import UserOpHashSigner, dummy_signature
-from entryway_sdk.userop import UserOperation
+from entryway_sdk.userop import EntryPointVersion, UserOperation
 
 CallEncoder = Callable[[Sequence[Call]], bytes]
 
 _EXECUTE = keccak(b"execute(address,uint256,bytes)")[:4]
-_EXECUTE_BATCH = keccak(b"executeBatch(address[],uint256[],bytes[])")[:4]
+_EXECUTE_BATCH_V06 = keccak(b"executeBatch(address[],bytes[])")[:4]
+_EXECUTE_BATCH_V07 = keccak(b"executeBatch(address[],uint256[],bytes[])")[:4]
+_EXECUTE_BATCH_CALLS = keccak(b"executeBatch((address,uint256,bytes)[])")[:4]
 
 
-def simple_account_call_data(calls: Sequence[Call]) -> bytes:
-    """SimpleAccount's (v0.7) call data: `execute(dest, value, func)` for one call,
-    `executeBatch(dest[], value[], func[])` for more. LightAccount v2 takes the same."""
+def simple_account_call_data(calls: Sequence[Call], version: EntryPointVersion = "0.7") -> bytes:
+    """The call data of release `version`'s SimpleAccount: `execute(dest, value, func)` for
+    one call (every release); for more, `executeBatch` as the release declares it: v0.6's
+    `(dest[], func[])` (no values), v0.7's `(dest[], value[], func[])` (LightAccount v2's
+    too), v0.8's and v0.9's `(Call[])` of (target, value, data)."""
     if len(calls) == 1:
         (call,) = calls
         return _EXECUTE + encode(["address", "uint256", "bytes"], [call.to, call.value, call.data])
-    return _EXECUTE_BATCH + encode(
-        ["address[]", "uint256[]", "bytes[]"],
-        [[c.to for c in calls], [c.value for c in calls], [c.data for c in calls]],
+    targets, values, data = [c.to for c in calls], [c.value for c in calls], [c.data for c in calls]
+    if version == "0.6":
+        if any(values):
+            raise ValueError(
+                "v0.6's SimpleAccount batches calls without value: send a call carrying value "
+                "in an op of its own"
+            )
+        return _EXECUTE_BATCH_V06 + encode(["address[]", "bytes[]"], [targets, data])
+    if version == "0.7":
+        return _EXECUTE_BATCH_V07 + encode(
+            ["address[]", "uint256[]", "bytes[]"], [targets, values, data]
+        )
+    return _EXECUTE_BATCH_CALLS + encode(
+        ["(address,uint256,bytes)[]"], [list(zip(targets, values, data, strict=True))]
     )
 
 
+def simple_account_encoder(version: EntryPointVersion) -> CallEncoder:
+    """`simple_account_call_data` for release `version`'s SimpleAccount, as an `encode_calls`."""
+
+    def encode_calls(calls: Sequence[Call]) -> bytes:
+        return simple_account_call_data(calls, version)
+
+    return encode_calls
+
+
 class ExistingAccount:
-    """A deployed smart account on the client's chain, relayed through its EntryPoint (v0.7
-    unless told otherwise). Get one with `client.account(address, signer=...)`.
+    """A deployed smart account on the client's chain, relayed through its EntryPoint (v0.6,
+    v0.7, v0.8 or v0.9; v0.7 unless told otherwise). Get one with
+    `client.account(address, signer=...)`.
 
     `send` makes one UserOperation, sponsored by default (ERC-7677, charged to the project's
     credits) or paid by the account's own deposit, and returns a `PendingUserOperation`.
@@ -54,7 +79,7 @@ class ExistingAccount:
         *,
         stub_signature: bytes | None = None,
         nonce_key: int = 0,
-        encode_calls: CallEncoder = simple_account_call_data,
+        encode_calls: CallEncoder | None = None,
     ) -> None:
         if not callable(signer):
             raise TypeError(
@@ -69,7 +94,7 @@ class ExistingAccount:
             dummy_signature(bytes(32)) if stub_signature is None else stub_signature
         )
         self.nonce_key = nonce_key
-        self.encode_calls = encode_calls
+        self.encode_calls = encode_calls or simple_account_encoder(chain.entry_point_version)
 
     def __repr__(self) -> str:
         return (
@@ -84,6 +109,11 @@ class ExistingAccount:
     @property
     def entry_point(self) -> str:
         return self._chain.entry_point
+
+    @property
+    def entry_point_version(self) -> EntryPointVersion:
+        """The EntryPoint's release: it sets the op's form and hash."""
+        return self._chain.entry_point_version
 
     def user_op_hash(self, op: UserOperation) -> bytes:
         """The hash the account's EntryPoint computes for `op` (what `signer` is given)."""

@@ -64,6 +64,10 @@ class SdkDefaults:
     entry_point_v09: str | None = None
     paymaster_v09: str | None = None
     simple_account_factory_v09: str | None = None
+    # EntryPoint v0.6 (at its canonical address) likewise, on services that name it.
+    entry_point_v06: str | None = None
+    paymaster_v06: str | None = None
+    simple_account_factory_v06: str | None = None
     # The code an EIP-7702 EOA delegates to (Simple7702Account), on services that name it.
     simple_7702_account: str | None = None
     raw: Mapping[str, Any] = _raw()
@@ -92,6 +96,9 @@ class SdkDefaults:
             entry_point_v09=optional_address("entryPointV09"),
             paymaster_v09=optional_address("paymasterV09"),
             simple_account_factory_v09=optional_address("simpleAccountFactoryV09"),
+            entry_point_v06=optional_address("entryPointV06"),
+            paymaster_v06=optional_address("paymasterV06"),
+            simple_account_factory_v06=optional_address("simpleAccountFactoryV06"),
             simple_7702_account=optional_address("simple7702Account"),
             raw=raw,
         )

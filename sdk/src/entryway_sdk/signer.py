@@ -12,11 +12,14 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable
 from functools import cache
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from eth_account import Account
 
 from entryway_sdk._hex import checksum, keccak
+
+if TYPE_CHECKING:  # userop imports this module (through eip7702): annotations only
+    from entryway_sdk.userop import EntryPointVersion
 
 
 @runtime_checkable
@@ -108,6 +111,29 @@ def personal_sign(owner: SignerLike) -> UserOpHashSigner:
         return await sign(signer, eip191_digest(user_op_hash))
 
     return sign_hash
+
+
+def direct_sign(owner: SignerLike) -> UserOpHashSigner:
+    """A userOpHash signer for accounts that check their owner's ECDSA signature of the hash
+    itself, no prefix: the SimpleAccounts of EntryPoint v0.8 and v0.9, Entryway's
+    SmartAccount."""
+    signer = as_signer(owner)
+
+    async def sign_hash(user_op_hash: bytes) -> bytes:
+        return await sign(signer, user_op_hash)
+
+    return sign_hash
+
+
+def simple_account_signer(owner: SignerLike, version: EntryPointVersion) -> UserOpHashSigner:
+    """How the reference SimpleAccount of EntryPoint release `version` wants its owner to sign
+    the userOpHash: v0.6's and v0.7's recover an EIP-191 message of it (`personal_sign`), v0.8's
+    and v0.9's the hash as it is (`direct_sign`)."""
+    if version in ("0.6", "0.7"):
+        return personal_sign(owner)
+    if version in ("0.8", "0.9"):
+        return direct_sign(owner)
+    raise ValueError(f"unsupported EntryPoint version {version!r} (supported: 0.6, 0.7, 0.8, 0.9)")
 
 
 @cache

@@ -175,6 +175,7 @@ class ExistingAccountSync:
         self._account, self._loop = account, loop
         self.address = account.address
         self.entry_point = account.entry_point
+        self.entry_point_version = account.entry_point_version
 
     def is_deployed(self) -> bool:
         return self._loop.run(self._account.is_deployed())

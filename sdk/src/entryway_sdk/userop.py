@@ -20,6 +20,12 @@ ENTRY_POINT_V08 = "0x4337084D9E255Ff0702461CF8895CE9E3b5Ff108"
 ENTRY_POINT_V09 = "0x433709009B8330FDa32311DF1C2AFA402eD8D009"
 ENTRY_POINT_V09_DEVNET = "0x63e9dfF4784c514b314670f239a52690F5709433"
 EntryPointVersion = Literal["0.6", "0.7", "0.8", "0.9"]
+CANONICAL_ENTRY_POINTS: dict[EntryPointVersion, str] = {
+    "0.6": ENTRY_POINT_V06,
+    "0.7": ENTRY_POINT_V07,
+    "0.8": ENTRY_POINT_V08,
+    "0.9": ENTRY_POINT_V09,
+}
 _VERSIONS = ("0.6", "0.7", "0.8", "0.9")
 # v0.9: paymasterAndData may end in a paymaster signature, its uint16 length and this magic;
 # the userOpHash leaves the signature and length out (the paymaster signs after the account).

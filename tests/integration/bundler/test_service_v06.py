@@ -1,7 +1,8 @@
 """EntryPoint v0.6 served beside v0.8 and v0.7 by one bundler: a v0.6 op in its own JSON shape
 sent, its hash v0.6's, shown pending and then mined in v0.6's shape, bundled by v0.6's
-`handleOps` with a receipt; its gas estimated by v0.6's simulation and enough to be bundled;
-an op in the v0.7 shape refused for v0.6."""
+`handleOps` with a receipt; its gas estimated by v0.6's simulation and enough to be bundled,
+for a new account and for a deployed one paying its own prefund and sending value; an op in
+the v0.7 shape refused for v0.6."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from entryway import contracts
 from entryway.bundler.rpc_methods import BundlerRpc
 from entryway.bundler.standalone import StandaloneSettings, build_bundler
 from entryway.bundler.states import BundlingMode
@@ -131,3 +133,43 @@ async def test_v06_estimate_of_a_reverting_call_is_refused(
     )
     assert reply["error"]["code"] == -32521, reply
     assert "execution reverted" in reply["error"]["message"]
+
+
+async def test_v06_estimate_covers_a_deployed_self_paying_accounts_value_call(
+    served: BundlerRpc, harness: Harness
+) -> None:
+    """A deployed account with no deposit pays its prefund during validation, and a call
+    carrying value to a new address needs more gas than it uses (the stipend handed out and
+    given back): the estimate covers both, and the op succeeds with it."""
+    op, owner = await first_op(harness)
+    await call(served, "eth_sendUserOperation", op_v06_to_json(op), V06.address)
+    await call(served, "debug_bundler_sendBundleNow")
+    recipient = Harness.new_key().address
+    execute = contracts.load("SimpleAccountV06").abi.encode_call("execute", recipient, 7, b"")
+    unsized = replace(
+        op,
+        nonce=1,
+        init_code=b"",
+        call_data=execute,
+        call_gas_limit=0,
+        verification_gas_limit=0,
+        pre_verification_gas=0,
+    )
+    estimate = await call(
+        served, "eth_estimateUserOperationGas", op_v06_to_json(unsized), V06.address
+    )
+    sized = sign(
+        harness,
+        replace(
+            unsized,
+            call_gas_limit=int(estimate["callGasLimit"], 16),
+            verification_gas_limit=int(estimate["verificationGasLimit"], 16),
+            pre_verification_gas=int(estimate["preVerificationGas"], 16),
+        ),
+        owner,
+    )
+    sent = await call(served, "eth_sendUserOperation", op_v06_to_json(sized), V06.address)
+    await call(served, "debug_bundler_sendBundleNow")
+    receipt = await call(served, "eth_getUserOperationReceipt", sent)
+    assert receipt["success"] is True, receipt
+    assert await harness.eth.get_balance(recipient) == 7

@@ -1,10 +1,12 @@
 """eth_estimateUserOperationGas for EntryPoint v0.6, measured by v0.6's own simulation.
 
 The verification gas is what `simulateValidation` reports validation used (its preOpGas with
-no preVerificationGas), with a margin; v0.6 gives the account and the paymaster one limit.
-The call gas is what `simulateHandleOp` reports the execution cost beyond validation, run at a
-fee of one wei a gas from a sender given a balance, so `paid` counts gas. The paymaster is left
-out of that run: the call costs the same whoever pays, and its deposit does not matter.
+no preVerificationGas), with a margin; v0.6 gives the account and the paymaster one limit. A
+self-paying op is measured paying its prefund (a fee, and a balance given to the sender), as
+that payment is part of its validation. The call gas is the least limit under which
+`simulateHandleOp` runs the call as it runs under the largest, at a fee of one wei a gas from
+a sender given a balance, so `paid` counts gas. The paymaster is left out of that run: the
+call costs the same whoever pays, and its deposit does not matter.
 """
 
 from __future__ import annotations
@@ -18,8 +20,10 @@ from entryway.bundler.gas.estimation import (
     FUNDED_BALANCE,
     MAX_CALL_GAS,
     MAX_VERIFICATION_GAS,
+    PLACEHOLDER_FEE,
     PLACEHOLDER_PVG,
     PLACEHOLDER_WIDE_FEE,
+    TOLERANCE,
     VERIFICATION_MARGIN_PERCENT,
     GasEstimate,
     GasEstimator,
@@ -58,13 +62,25 @@ class GasEstimatorV06(GasEstimator):
         self, op: UserOperation, state_override: dict[str, Any] | None = None
     ) -> GasEstimate:
         extra = dict(state_override or {})
+        # Sponsored: zero fees, no prefund, so the paymaster's deposit does not count.
+        fee = 0
+        if op.paymaster is None:
+            # A self-paying account sends its prefund to the EntryPoint during validation, and
+            # that call is part of what verificationGasLimit must cover: measured with a fee
+            # and a balance that pays it, and a fee high enough that a deposit the sender
+            # already holds does not spare the probe the payment.
+            funded = dict(extra.get(op.sender, {}))
+            funded.setdefault("balance", hex(FUNDED_BALANCE))
+            extra[op.sender] = funded
+            deposit = await self._deposit(op.sender)
+            fee = max(op.max_fee_per_gas, PLACEHOLDER_FEE, deposit // MAX_VERIFICATION_GAS + 1)
         probe = replace(
             op,
             verification_gas_limit=MAX_VERIFICATION_GAS,
             call_gas_limit=MAX_CALL_GAS,
             pre_verification_gas=0,
-            max_fee_per_gas=0,  # no prefund: neither the sender's nor a paymaster's funds count
-            max_priority_fee_per_gas=0,
+            max_fee_per_gas=fee,
+            max_priority_fee_per_gas=min(op.max_priority_fee_per_gas or fee, fee),
         )
         (((used, *_), *_),) = await self.simulator.simulate_validation(probe, extra or None)
         verification = used * (100 + VERIFICATION_MARGIN_PERCENT) // 100
@@ -83,7 +99,18 @@ class GasEstimatorV06(GasEstimator):
             pvg += await self._l1_gas(signed_like)
         return GasEstimate(pvg, verification, call_gas, 0, 0)
 
+    async def _deposit(self, sender: str) -> int:
+        data = ENTRY_POINT_V06.abi.encode_call("balanceOf", sender)
+        raw = await self.eth.call(self.entry_point, data, block=SIMULATION_BLOCK)
+        return int(ENTRY_POINT_V06.abi.decode_output("balanceOf", raw)[0])
+
     async def _call_gas(self, probe: UserOperation, extra: dict[str, Any]) -> int:
+        """The least callGasLimit (within TOLERANCE) under which the call does what it does
+        under the largest, plus CALL_MARGIN. The gas a call uses falls short of the limit it
+        needs: a value transfer's 2,300 stipend and the 1/64 each call keeps back are handed
+        out and given back. v0.6's simulateHandleOp does not say whether the call reverted,
+        but a call that runs out of gas uses its whole limit: under a limit that suffices,
+        the execution uses exactly what it uses under the largest."""
         if await self.eth.get_code(probe.sender):
             await self._check_call(probe, extra)
         self_paid = replace(
@@ -92,8 +119,30 @@ class GasEstimatorV06(GasEstimator):
         funded = dict(extra.get(probe.sender, {}))
         funded.setdefault("balance", hex(FUNDED_BALANCE))
         override = {**extra, probe.sender: funded}
+        unbounded = await self._execution_gas(self_paid, override)
+
+        async def suffices(limit: int) -> bool:
+            op = replace(self_paid, call_gas_limit=limit)
+            return await self._execution_gas(op, override) == unbounded
+
+        high = min(unbounded + CALL_MARGIN, MAX_CALL_GAS)
+        while not await suffices(high):
+            if high >= MAX_CALL_GAS:
+                return MAX_CALL_GAS
+            high = min(high * 2, MAX_CALL_GAS)
+        low = 0
+        while high - low > TOLERANCE:
+            mid = (low + high) // 2
+            if await suffices(mid):
+                high = mid
+            else:
+                low = mid
+        return high + CALL_MARGIN
+
+    async def _execution_gas(self, op: UserOperation, override: dict[str, Any]) -> int:
+        """What simulateHandleOp says `op` (paid at one wei a gas) spends beyond validation."""
         data = ENTRY_POINT_V06.abi.encode_call(
-            "simulateHandleOp", self_paid.as_v06().as_tuple(), _ZERO_ADDRESS, b""
+            "simulateHandleOp", op.as_v06().as_tuple(), _ZERO_ADDRESS, b""
         )
         try:
             await self.eth.call(
@@ -103,7 +152,7 @@ class GasEstimatorV06(GasEstimator):
             decoded = ENTRY_POINT_V06.abi.decode_error(exc.revert_data or b"")
             if decoded is not None and decoded.name == "ExecutionResult":
                 pre_op_gas, paid = int(decoded.args[0]), int(decoded.args[1])
-                return max(paid - pre_op_gas, 0) + CALL_MARGIN
+                return max(paid - pre_op_gas, 0)
             self.simulator.answer(exc.revert_data, exc.message)  # FailedOp and the like
         raise BundlerError(
             RpcErrorCode.REJECTED_BY_EP_OR_ACCOUNT, "simulateHandleOp gave no execution result"
