@@ -1,8 +1,8 @@
 """A standard Node client (viem + permissionless from npm, default fee settings) against
 `entryway up` on every chain it stands in for: one self-funded op and one op sponsored through
 viem's `createPaymasterClient`, both included, on EntryPoint v0.8 and again on v0.9 and on v0.6
-(permissionless's SimpleAccount of that release). Then the same with fees asked of the bundler, as permissionless's quickstart does
-(`pimlico_getUserOperationGasPrice`)."""
+(permissionless's SimpleAccount of that release). Then the same with fees asked of the
+bundler, as permissionless's quickstart does (`pimlico_getUserOperationGasPrice`)."""
 
 from __future__ import annotations
 
