@@ -36,8 +36,10 @@ def unsigned_op_v06(raw: Any) -> UserOperation:
     filled["paymasterAndData"] = "0x"
     if "initCode" not in filled:  # a client that names the factory as v0.7 does
         factory, data = filled.get("factory"), filled.get("factoryData") or "0x"
-        both = isinstance(factory, str) and isinstance(data, str)
-        filled["initCode"] = factory + data.removeprefix("0x") if both else "0x"
+        if isinstance(factory, str) and isinstance(data, str):
+            filled["initCode"] = factory + data.removeprefix("0x")
+        else:
+            filled["initCode"] = "0x"
     try:
         op = UserOperation.from_v06(op_v06_from_json(filled))
     except ValueError as exc:
