@@ -158,6 +158,17 @@ async def test_a_sponsored_v06_op_is_included_charged_once_and_announced(tmp_pat
             assert around["submittedBy"] == "external"
             assert isinstance(around["credits"], int) and around["credits"] > 0
 
+            # The op's page (the dashboard's, as /v1/ops answers it) reads the v0.6 form of
+            # the op mined around the service: its paymaster, its gas as v0.6 reserves it.
+            page = (await http.get(f"/v1/ops/{second_hash}", params={"chainId": CHAIN})).json()
+            assert page["status"] == "included", page
+            assert page["fields"]["entryPoint"] == V06.address
+            assert page["fields"]["paymaster"] == paymaster and page["fields"]["factory"] is None
+            assert page["gas"]["estimated"] == str(second.max_gas)
+            assert page["credits"]["total"] == around["credits"]
+            first_page = (await http.get(f"/v1/ops/{first_hash}", params={"chainId": CHAIN})).json()
+            assert first_page["fields"]["factory"] == factory
+
             # Charged once each: one settled sponsorship per op, at what /op-status says, and
             # the balance fell by every usage event's credits and nothing else.
             exported = await http.get("/v1/usage/export", params={"format": "json"})
