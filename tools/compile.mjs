@@ -97,6 +97,9 @@ const paymasterV07 = { "contracts/VerifyingPaymasterV07.sol": ["VerifyingPaymast
 writeArtifacts(compile(paymasterV07, []), paymasterV07, "");
 writeArtifacts(compile(v07Targets, [v07Remapping]), v07Targets, "V07");
 const compiledV07 = Object.values(v07Targets).flat().map((n) => `${n}V07`);
+// v0.6's paymaster too: it builds on that release's interfaces (the unpacked UserOperation).
+const paymasterV06 = { "contracts/VerifyingPaymasterV06.sol": ["VerifyingPaymasterV06"] };
+writeArtifacts(compile(paymasterV06, []), paymasterV06, "");
 const paymasterV09 = { "contracts/VerifyingPaymasterV09.sol": ["VerifyingPaymasterV09"] };
 writeArtifacts(compile(paymasterV09, []), paymasterV09, "");
 writeArtifacts(compile(v07Targets, [v09Remapping]), v07Targets, "V09");
@@ -149,4 +152,4 @@ for (const release of releases) {
   }
 }
 
-process.stdout.write(`compiled ${[...Object.values(targets).flat(), "VerifyingPaymasterV07", ...compiledV07, ...compiledV09].join(", ")} -> ${path.relative(root, outDir)}; copied ${vendored.join(", ")}\n`);
+process.stdout.write(`compiled ${[...Object.values(targets).flat(), "VerifyingPaymasterV07", "VerifyingPaymasterV06", ...compiledV07, ...compiledV09].join(", ")} -> ${path.relative(root, outDir)}; copied ${vendored.join(", ")}\n`);

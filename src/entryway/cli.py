@@ -335,7 +335,8 @@ def addresses(
 ) -> None:
     """Compute, offline, where `deploy` puts every contract (the same on every chain; on one
     that carries the EntryPoint v0.9 release, v0.9's paymaster and factory bind to it, and
-    `deploy` prints their addresses)."""
+    `deploy` prints their addresses; v0.6's paymaster and factory are deployed only on a
+    chain that carries EntryPoint v0.6)."""
     from entryway.deploy.plan import Operator, plan_deployment
     from entryway.domain.evm import checksum
 
@@ -346,7 +347,7 @@ def addresses(
             notary_submitter=checksum(notary_submitter or owner),
         )
     )
-    _emit({c.name: c.address for c in plan.contracts()})
+    _emit({c.name: c.address for c in plan.contracts() + plan.v06_contracts()})
 
 
 @app.command()

@@ -1,8 +1,8 @@
 """A standard Node client (viem + permissionless from npm, default fee settings) against
 `entryway up` on every chain it stands in for: one self-funded op and one op sponsored through
-viem's `createPaymasterClient`, both included, on EntryPoint v0.8 and again on v0.9. Then the
-same with fees asked of the bundler, as permissionless's quickstart does
-(`pimlico_getUserOperationGasPrice`)."""
+viem's `createPaymasterClient`, both included, on EntryPoint v0.8 and again on v0.9 and on v0.6
+(permissionless's SimpleAccount of that release). Then the same with fees asked of the
+bundler, as permissionless's quickstart does (`pimlico_getUserOperationGasPrice`)."""
 
 from __future__ import annotations
 
@@ -131,6 +131,19 @@ async def _both_ops_included(service: Service, chain_id: int, fees: str) -> None
         assert op["entryPoint"].lower() == chain["entryPointV09"].lower()
         receipt = await _receipt(service, chain_id, op["userOpHash"])
         assert receipt["success"] is True and receipt["entryPoint"] == chain["entryPointV09"]
+        assert receipt["paymaster"].lower() == expected_paymaster.lower()
+    # EntryPoint v0.6 at its canonical address: permissionless's SimpleAccount of that release,
+    # one op self-funded and one sponsored through viem's ERC-7677 client (paymasterAndData).
+    v06 = report["v06"]
+    assert v06 is not None, "the chain names no EntryPoint v0.6"
+    for op, expected_paymaster in (
+        (v06["selfFunded"], ZERO_ADDRESS),
+        (v06["sponsored"], chain["paymasterV06"]),
+    ):
+        assert op["success"] is True
+        assert op["entryPoint"].lower() == chain["entryPointV06"].lower()
+        receipt = await _receipt(service, chain_id, op["userOpHash"])
+        assert receipt["success"] is True and receipt["entryPoint"] == chain["entryPointV06"]
         assert receipt["paymaster"].lower() == expected_paymaster.lower()
 
 

@@ -141,10 +141,10 @@ async def test_operators_see_the_paymaster_deposits_and_a_low_one_is_flagged(
                     "/v1/admin/paymaster", headers={"Authorization": f"Bearer {token}"}
                 )
                 deposits = r.json()["deposits"]
-                if len(deposits) == 6:
+                if len(deposits) == 8:
                     break
                 await asyncio.sleep(0.1)
-            # Every paymaster is watched: v0.8's, v0.7's and v0.9's, on each chain.
+            # Every paymaster is watched: v0.8's, v0.7's, v0.9's and v0.6's, on each chain.
             demo = json.loads((tmp_path / "demo.json").read_text())
             paymasters = [
                 (int(chain_id), version, chain[name].lower())
@@ -153,6 +153,7 @@ async def test_operators_see_the_paymaster_deposits_and_a_low_one_is_flagged(
                     ("0.8", "paymaster"),
                     ("0.7", "paymasterV07"),
                     ("0.9", "paymasterV09"),
+                    ("0.6", "paymasterV06"),
                 )
             ]
             assert [

@@ -14,8 +14,10 @@ ENTRYWAY = str(Path(sys.executable).with_name("entryway"))
 CONTRACTS = ("entryPoint", "accountFactory", "paymaster", "notary")
 CONTRACTS_V07 = ("entryPointV07", "paymasterV07", "simpleAccountFactoryV07")
 CONTRACTS_V09 = ("entryPointV09", "paymasterV09", "simpleAccountFactoryV09")
+CONTRACTS_V06 = ("entryPointV06", "paymasterV06", "simpleAccountFactoryV06")
 CONTRACTS_7702 = ("simple7702Account",)
-KEYS = {"chainId", "rpcUrl", *CONTRACTS, *CONTRACTS_V07, *CONTRACTS_V09, *CONTRACTS_7702}
+ALL = CONTRACTS + CONTRACTS_V07 + CONTRACTS_V09 + CONTRACTS_V06 + CONTRACTS_7702
+KEYS = {"chainId", "rpcUrl", *ALL}
 
 
 async def test_devnet_prints_each_chain_and_stops_on_ctrl_c(tmp_path: Path) -> None:
@@ -40,10 +42,11 @@ async def test_devnet_prints_each_chain_and_stops_on_ctrl_c(tmp_path: Path) -> N
             async with JsonRpcClient(str(line["rpcUrl"])) as rpc:
                 eth = EthClient(rpc)
                 assert await eth.chain_id() == line["chainId"]
-                for key in CONTRACTS + CONTRACTS_V07 + CONTRACTS_V09 + CONTRACTS_7702:
+                for key in ALL:
                     assert await eth.get_code(str(line[key])) != b"", key
                 assert line["entryPointV07"] == "0x0000000071727De22E5E9d8BAf0edAc6f37da032"
                 assert line["entryPointV09"] == "0x63e9dfF4784c514b314670f239a52690F5709433"
+                assert line["entryPointV06"] == "0x5FF137D4b0FDCD49DcA30c7CF57E578a026d2789"
         # Same operator keys, same code: the same addresses on every chain.
         assert {k: v for k, v in lines[0].items() if k not in ("chainId", "rpcUrl")} == {
             k: v for k, v in lines[1].items() if k not in ("chainId", "rpcUrl")

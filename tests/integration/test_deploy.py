@@ -26,6 +26,8 @@ ENTRYWAY = str(Path(sys.executable).with_name("entryway"))
 EP_V07 = contracts.load("EntryPointV07").abi
 FACTORY_V07 = contracts.load("SimpleAccountFactoryV07").abi
 PAYMASTER_V07 = contracts.load("VerifyingPaymasterV07").abi
+PAYMASTER_V06 = contracts.load("VerifyingPaymasterV06").abi
+FACTORY_V06 = contracts.load("SimpleAccountFactoryV06").abi
 
 
 async def deposit_info(eth: EthClient, entry_point: str, paymaster: str) -> tuple[int, int, int]:
@@ -88,6 +90,34 @@ async def test_the_devnet_serves_entry_point_v07_beside_v08(
     assert json["entryPointV07"] == V07.address
     assert json["paymasterV07"] == deployment.paymaster_v07
     assert json["simpleAccountFactoryV07"] == factory
+
+
+async def test_the_devnet_serves_entry_point_v06_with_our_paymaster_and_its_factory(
+    harness: Harness, devnet: Devnet
+) -> None:
+    eth, deployment = harness.eth, harness.deployment
+    assert deployment.entry_point_v06 == V06.address
+    paymaster, factory = deployment.paymaster_v06, deployment.simple_account_factory_v06
+    assert paymaster is not None and factory is not None
+    assert runtime_matches(await eth.get_code(paymaster), "VerifyingPaymasterV06")
+    assert runtime_matches(await eth.get_code(factory), "SimpleAccountFactoryV06")
+    # Bound to v0.6, owned and signed for by the operator, staked and funded there.
+    raw = await eth.call(paymaster, PAYMASTER_V06.encode_call("entryPoint"))
+    assert PAYMASTER_V06.decode_output("entryPoint", raw)[0] == V06.address
+    raw = await eth.call(paymaster, PAYMASTER_V06.encode_call("owner"))
+    assert PAYMASTER_V06.decode_output("owner", raw)[0] == devnet.keys.operator.address
+    signer = devnet.keys.paymaster_signer.address
+    raw = await eth.call(paymaster, PAYMASTER_V06.encode_call("isSigner", signer))
+    assert PAYMASTER_V06.decode_output("isSigner", raw)[0] is True
+    deposit, stake, delay = await deposit_info(eth, V06.address, paymaster)
+    funding = DEVNET_PAYMASTER_FUNDING
+    assert deposit >= funding.deposit_wei // 2
+    assert stake >= funding.stake_wei and delay >= funding.unstake_delay_s
+    raw = await eth.call(factory, FACTORY_V06.encode_call("accountImplementation"))
+    assert FACTORY_V06.decode_output("accountImplementation", raw)[0] != "0x" + "00" * 20
+    json = devnet.chains[0].as_json()
+    assert (json["entryPointV06"], json["paymasterV06"]) == (V06.address, paymaster)
+    assert json["simpleAccountFactoryV06"] == factory
 
 
 @pytest.mark.parametrize(
@@ -186,7 +216,12 @@ async def test_deploy_command_brings_up_a_bare_chain(tmp_path: Path) -> None:
             names += ("entryPointV07", "paymasterV07", "simpleAccountFactoryV07")
             names += ("entryPointV09", "paymasterV09", "simpleAccountFactoryV09")
             names += ("simple7702Account",)
-            assert set(offline) == set(names)
+            # v0.6's too, deployed only beside an EntryPoint v0.6, which this chain lacks.
+            v06 = ("paymasterV06", "simpleAccountFactoryV06")
+            assert set(offline) == {*names, *v06}
+            assert not set(v06) & set(result)
+            for name in v06:
+                assert await eth.get_code(str(offline[name])) == b""
             for name in names:
                 assert result[name] == offline[name]
                 assert await eth.get_code(str(result[name])) != b""

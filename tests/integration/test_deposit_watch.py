@@ -91,9 +91,11 @@ async def test_a_low_v07_deposit_alerts_naming_its_paymaster_and_both_are_shown(
     ep08, pm08 = checksum(d.entry_point), checksum(d.paymaster)
     assert d.entry_point_v09 is not None and d.paymaster_v09 is not None
     ep09, pm09 = checksum(d.entry_point_v09), checksum(d.paymaster_v09)
+    assert d.entry_point_v06 is not None and d.paymaster_v06 is not None
+    ep06, pm06 = checksum(d.entry_point_v06), checksum(d.paymaster_v06)
     v07 = await read_deposit(eth, ep07, pm07)
-    # v0.8's and v0.9's well above v0.7's: a threshold between them
-    for ep, pm in ((ep08, pm08), (ep09, pm09)):
+    # v0.8's, v0.9's and v0.6's well above v0.7's: a threshold between them
+    for ep, pm in ((ep08, pm08), (ep09, pm09), (ep06, pm06)):
         held = await read_deposit(eth, ep, pm)
         if held < v07 + 2 * ETHER:
             funder = harness.new_key()
@@ -101,6 +103,7 @@ async def test_a_low_v07_deposit_alerts_naming_its_paymaster_and_both_are_shown(
             await top_up(Transactor(eth, funder, CHAIN_ID), ep, pm, v07 + 2 * ETHER - held)
     v08 = await read_deposit(eth, ep08, pm08)
     v09 = await read_deposit(eth, ep09, pm09)
+    v06 = await read_deposit(eth, ep06, pm06)
     threshold = v07 + ETHER
 
     services = await sponsoring_services(devnet, eth, engine)
@@ -117,6 +120,7 @@ async def test_a_low_v07_deposit_alerts_naming_its_paymaster_and_both_are_shown(
         ep08: pm08,
         ep07: pm07,
         ep09: pm09,
+        ep06: pm06,
     }
     for entry_point, paymaster in watched.items():
         watcher = DepositWatcher(eth, CHAIN_ID, entry_point, paymaster, threshold, alert)
@@ -145,8 +149,9 @@ async def test_a_low_v07_deposit_alerts_naming_its_paymaster_and_both_are_shown(
         (CHAIN_ID, "0.8", ep08, pm08, False),
         (CHAIN_ID, "0.7", ep07, pm07, True),
         (CHAIN_ID, "0.9", ep09, pm09, False),
+        (CHAIN_ID, "0.6", ep06, pm06, False),
     ]
-    assert [x["depositWei"] for x in listed] == [str(v08), str(v07), str(v09)]
+    assert [x["depositWei"] for x in listed] == [str(v08), str(v07), str(v09), str(v06)]
 
     gauges = {
         (s.labels["chain"], s.labels["entry_point"], s.labels["paymaster"]): s.value
@@ -158,6 +163,7 @@ async def test_a_low_v07_deposit_alerts_naming_its_paymaster_and_both_are_shown(
         (str(CHAIN_ID), ep08, pm08): float(v08),
         (str(CHAIN_ID), ep07, pm07): float(v07),
         (str(CHAIN_ID), ep09, pm09): float(v09),
+        (str(CHAIN_ID), ep06, pm06): float(v06),
     }
 
     check = f"chain.{CHAIN_ID}.paymaster_deposit"

@@ -18,6 +18,10 @@
 // behind v0.9's suffix; viem (2.57) hashes a v0.9 op right only with the signature in its own
 // field, and its paymaster client would not fill that field: `v09Paymaster` makes the same
 // calls and splits the signature off.
+// Where it serves EntryPoint v0.6 (`entryPointV06`), it does the same with two of that release's
+// SimpleAccounts (permissionless's `toSimpleSmartAccount`, version "0.6", over the release's
+// factory `simpleAccountFactoryV06`): one self-funded, one sponsored through viem's paymaster
+// client, the ERC-7677 answer being v0.6's `paymasterAndData`.
 // Then a plain EOA, delegated by EIP-7702 to the chain's Simple7702Account (viem's
 // `toSimple7702SmartAccount`, its first op carrying the EOA's authorization), sends
 //   3. a self-funded op: the EOA, funded by the same dev account, pays for its own op;
@@ -30,6 +34,7 @@ import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
 
 import { createSmartAccountClient } from "permissionless"
+import { toSimpleSmartAccount } from "permissionless/accounts"
 import { createPimlicoClient } from "permissionless/clients/pimlico"
 import {
     createPublicClient,
@@ -348,6 +353,28 @@ async function main() {
         if (!selfFundedV09.success || !sponsoredV09.success) throw new Error("a v0.9 op was included but did not succeed")
     }
 
+    let v06
+    if (defaults.entryPointV06) {
+        const v06Account = (index) =>
+            toSimpleSmartAccount({
+                client: publicClient,
+                owner,
+                index,
+                factoryAddress: defaults.simpleAccountFactoryV06,
+                entryPoint: { address: defaults.entryPointV06, version: "0.6" }
+            })
+        const payerV06 = await v06Account(0n)
+        const fundingV06 = await funder.sendTransaction({ to: payerV06.address, value: parseEther("10") })
+        await publicClient.waitForTransactionReceipt({ hash: fundingV06 })
+        const clientOf = (account, paymaster) =>
+            createSmartAccountClient({ account, chain, client: publicClient, bundlerTransport: http(endpoint), paymaster, userOperation })
+        const selfFundedV06 = await send(clientOf(payerV06), recipient)
+        const sponsoredV06 = await send(clientOf(await v06Account(1n), createPaymasterClient({ transport: http(endpoint) })), recipient)
+        const brief = (r) => ({ userOpHash: r.userOpHash, success: r.success, paymaster: r.paymaster, entryPoint: r.receipt.entryPoint })
+        v06 = { selfFunded: brief(selfFundedV06), sponsored: brief(sponsoredV06) }
+        if (!selfFundedV06.success || !sponsoredV06.success) throw new Error("a v0.6 op was included but did not succeed")
+    }
+
     // 3. and 4. EIP-7702: plain EOAs sending from their own address, delegated by their first op.
     const eip7702 = {}
     for (const kind of ["selfFunded", "sponsored"]) {
@@ -392,6 +419,7 @@ async function main() {
     }
 
     const report = {
+        v06,
         v09,
         chainId,
         feeSource,

@@ -17,6 +17,7 @@ ENTRYWAY_CONTRACTS = (
     "SmartAccount",
     "AccountFactory",
     "VerifyingPaymaster",
+    "VerifyingPaymasterV06",
     "VerifyingPaymasterV07",
     "VerifyingPaymasterV09",
     "NotaryAnchor",

@@ -71,6 +71,10 @@ class Deployment:
     entry_point_v09: str | None = None
     paymaster_v09: str | None = None
     simple_account_factory_v09: str | None = None
+    # EntryPoint v0.6 (its canonical address) where the chain carries it.
+    entry_point_v06: str | None = None
+    paymaster_v06: str | None = None
+    simple_account_factory_v06: str | None = None
     # What an EIP-7702 EOA delegates to: the same address on every chain.
     simple_7702_account: str = SIMPLE_7702_ACCOUNT
 
@@ -91,6 +95,9 @@ class Deployment:
             ("entryPointV09", self.entry_point_v09),
             ("paymasterV09", self.paymaster_v09),
             ("simpleAccountFactoryV09", self.simple_account_factory_v09),
+            ("entryPointV06", self.entry_point_v06),
+            ("paymasterV06", self.paymaster_v06),
+            ("simpleAccountFactoryV06", self.simple_account_factory_v06),
         ):
             if address is not None:
                 out[key] = address
@@ -103,6 +110,7 @@ class Deployment:
             for entry_point, paymaster in (
                 (self.entry_point_v07, self.paymaster_v07),
                 (self.entry_point_v09, self.paymaster_v09),
+                (self.entry_point_v06, self.paymaster_v06),
             )
             if entry_point is not None and paymaster is not None
         }
@@ -127,7 +135,18 @@ class Deployment:
         return tuple(a for a in found if a is not None)
 
     @classmethod
-    def of_plan(cls, chain_id: int, plan: DeploymentPlan) -> Deployment:
+    def of_plan(cls, chain_id: int, plan: DeploymentPlan, *, with_v06: bool = False) -> Deployment:
+        """`with_v06`: the chain carries EntryPoint v0.6, and the plan's v0.6 contracts are
+        deployed beside it."""
+        v06 = (
+            {
+                "entry_point_v06": V06.address,
+                "paymaster_v06": plan.paymaster_v06.address,
+                "simple_account_factory_v06": plan.simple_account_factory_v06.address,
+            }
+            if with_v06
+            else {}
+        )
         return cls(
             chain_id=chain_id,
             entry_point=plan.entry_point.address,
@@ -141,6 +160,7 @@ class Deployment:
             paymaster_v09=plan.paymaster_v09.address,
             simple_account_factory_v09=plan.simple_account_factory_v09.address,
             simple_7702_account=plan.simple_7702_account.address,
+            **v06,
         )
 
 
@@ -266,6 +286,12 @@ async def _entry_point_check(
     return RequirementCheck(f"{what} present or deployable", ok, detail)
 
 
+def entry_point_v06_plan() -> ContractPlan:
+    """EntryPoint v0.6 at its canonical address, as a release the chain carries (never
+    deployed by this planner: devnets place it, deploy/entry_point_v06.py)."""
+    return ContractPlan("entryPointV06", V06.artifact("EntryPoint"), V06.address, b"", b"")
+
+
 async def v09_entry_point_on(eth: EthClient) -> str:
     """Where EntryPoint v0.9 is served on this chain: its canonical address where the chain
     carries the release (public chains), else where its npm release candidate lands."""
@@ -321,17 +347,23 @@ class ContractDeployer:
         done: list[str] = []
         if await self.ensure_deterministic_deployer():
             done.append("installed the deterministic deployer")
-        for contract in plan.contracts():
+        # v0.6's paymaster and factory only beside the EntryPoint v0.6 the chain carries: no
+        # salt puts that release at its canonical address, so it is never ours to deploy.
+        with_v06 = bool(await self.eth.get_code(V06.address))
+        for contract in plan.contracts() + (plan.v06_contracts() if with_v06 else ()):
             if await self.ensure(contract):
                 done.append(f"deployed {contract.name} at {contract.address}")
         if funding is not None:
-            for entry_point, paymaster in (
+            funded = [
                 (plan.entry_point, plan.paymaster),
                 (plan.entry_point_v07, plan.paymaster_v07),
                 (plan.entry_point_v09, plan.paymaster_v09),
-            ):
+            ]
+            if with_v06:
+                funded.append((entry_point_v06_plan(), plan.paymaster_v06))
+            for entry_point, paymaster in funded:
                 done += await self.fund_paymaster(entry_point, paymaster, funding)
-        return Deployment.of_plan(self.transactor.chain_id, plan), done
+        return Deployment.of_plan(self.transactor.chain_id, plan, with_v06=with_v06), done
 
     async def fund_paymaster(
         self, entry_point: ContractPlan, paymaster: ContractPlan, funding: PaymasterFunding

@@ -10,7 +10,7 @@ from eth_abi.abi import encode
 
 from entryway import contracts
 from entryway.domain.eip7702 import SIMPLE_7702_ACCOUNT
-from entryway.domain.entry_points import V07, V08, V09, EntryPointRelease
+from entryway.domain.entry_points import V06, V07, V08, V09, EntryPointRelease
 from entryway.domain.evm import create2_address, hex_to_bytes, keccak
 
 # Arachnid's deterministic deployment proxy: `salt ++ initCode` in, CREATE2 out.
@@ -65,8 +65,9 @@ class Operator:
 
 @dataclass(frozen=True, slots=True)
 class DeploymentPlan:
-    """Entryway on EntryPoint v0.8, and beside it EntryPoints v0.7 and v0.9, each with its own
-    paymaster (same owner and signer) and the reference SimpleAccountFactory of its release."""
+    """Entryway on EntryPoint v0.8, and beside it EntryPoints v0.7 and v0.9 (and v0.6 where the
+    chain carries it), each with its own paymaster (same owner and signer) and the reference
+    SimpleAccountFactory of its release."""
 
     entry_point: ContractPlan
     account_factory: ContractPlan
@@ -79,6 +80,13 @@ class DeploymentPlan:
     paymaster_v09: ContractPlan
     simple_account_factory_v09: ContractPlan
     simple_7702_account: ContractPlan
+    # Bound to EntryPoint v0.6 at its canonical address, which no salt puts there: deployed
+    # only on a chain that carries that EntryPoint (`ContractDeployer.deploy`).
+    paymaster_v06: ContractPlan
+    simple_account_factory_v06: ContractPlan
+
+    def v06_contracts(self) -> tuple[ContractPlan, ...]:
+        return (self.paymaster_v06, self.simple_account_factory_v06)
 
     def contracts(self) -> tuple[ContractPlan, ...]:
         """In deployment order: an EntryPoint before what is bound to it."""
@@ -162,6 +170,10 @@ def plan_deployment(operator: Operator, *, entry_point_v09: str | None = None) -
             "simpleAccountFactoryV09", "SimpleAccountFactoryV09", ep_v09
         ),
         simple_7702_account=plan_simple_7702_account(),
+        paymaster_v06=paymaster("paymasterV06", "VerifyingPaymasterV06", V06.address),
+        simple_account_factory_v06=bound_to(
+            "simpleAccountFactoryV06", "SimpleAccountFactoryV06", V06.address
+        ),
     )
 
 

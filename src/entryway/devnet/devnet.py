@@ -196,8 +196,13 @@ class Devnet:
             plan = plan_deployment(
                 self.keys.operator_addresses, entry_point_v09=await v09_entry_point_on(eth)
             )
-            deployment, done = await deployer.deploy(plan, DEVNET_PAYMASTER_FUNDING)
+            # EntryPoint v0.6 first: the deployment binds v0.6's paymaster and factory to it.
+            done = ["installed the deterministic deployer"] * (
+                await deployer.ensure_deterministic_deployer()
+            )
             done += await place_entry_point_v06(rpc, deployer)
+            deployment, deployed = await deployer.deploy(plan, DEVNET_PAYMASTER_FUNDING)
+            done += deployed
         return DevnetChain(chain_id, rpc_url, deployment, tuple(done))
 
     async def stop(self) -> None:

@@ -1,7 +1,8 @@
 """Digests that Entryway's contracts verify, computed off chain, and signing them.
 
 Each digest mirrors a view function on chain (`SmartAccount.recoveryDigest`,
-`SmartAccount.messageDigest`, `VerifyingPaymaster.getHash`); tests hold them equal.
+`SmartAccount.messageDigest`, `VerifyingPaymaster.getHash`, `VerifyingPaymasterV06.getHash`);
+tests hold them equal.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from eth_keys.datatypes import PrivateKey
 
 from entryway.domain.evm import address_bytes, checksum, keccak
 from entryway.domain.userop import UserOperation, eip712_domain_separator
+from entryway.domain.userop_v06 import UserOperationV06
 
 SMART_ACCOUNT_DOMAIN_NAME = b"EntrywaySmartAccount"
 SMART_ACCOUNT_DOMAIN_VERSION = b"1"
@@ -99,6 +101,35 @@ def paymaster_digest(
                 pm_gas,
                 op.pre_verification_gas,
                 op.gas_fees,
+                chain_id,
+                checksum(paymaster),
+                valid_until,
+                valid_after,
+            ],
+        )
+    )
+
+
+def paymaster_digest_v06(
+    op: UserOperationV06, chain_id: int, paymaster: str, valid_until: int, valid_after: int
+) -> bytes:
+    """`VerifyingPaymasterV06.getHash`: every field of the v0.6 op but paymasterAndData and
+    signature, the chain, the paymaster and the window."""
+    return keccak(
+        encode(
+            ["address", "uint256", "bytes32", "bytes32"]
+            + ["uint256"] * 6
+            + ["address", "uint48", "uint48"],
+            [
+                checksum(op.sender),
+                op.nonce,
+                keccak(op.init_code),
+                keccak(op.call_data),
+                op.call_gas_limit,
+                op.verification_gas_limit,
+                op.pre_verification_gas,
+                op.max_fee_per_gas,
+                op.max_priority_fee_per_gas,
                 chain_id,
                 checksum(paymaster),
                 valid_until,

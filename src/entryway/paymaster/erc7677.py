@@ -1,10 +1,11 @@
-"""ERC-7677 paymaster web service methods for EntryPoint v0.8 and v0.7, transport-free.
+"""ERC-7677 paymaster web service methods for EntryPoints v0.6 to v0.9, transport-free.
 
 `pm_getPaymasterStubData(userOp, entryPoint, chainId, context)` answers the paymaster fields
 to estimate gas with: the final data's length and code path (a signature that recovers to no
 signer), the paymaster's gas limits, `isFinal: false`. `pm_getPaymasterData` with the same
 parameters checks the policy again, holds the estimated cost and answers the signed data,
-valid for `validity_s` seconds after the chain's latest block time.
+valid for `validity_s` seconds after the chain's latest block time. For EntryPoint v0.6 both
+take and answer its unpacked form: the answer is `paymasterAndData` (erc7677_v06.py).
 
 The service's JSON-RPC endpoint routes `pm_*` methods to `PaymasterRpc.dispatch` with the
 caller's project, key and chain; errors are `BundlerError`s carrying ERC-4337 codes: -32602
@@ -31,6 +32,13 @@ from entryway.domain.paymaster_signature import PAYMASTER_DATA_OFFSET, split_pay
 from entryway.domain.pricebook import PriceBook
 from entryway.domain.sponsorship import Rule, SponsorInfo
 from entryway.domain.userop import UserOperation, user_op_hash
+from entryway.domain.userop_v06 import user_op_hash_v06
+from entryway.paymaster.erc7677_v06 import (
+    as_charged_v06,
+    fields_v06,
+    unsigned_op_v06,
+    with_paymaster_v06,
+)
 from entryway.paymaster.gate import (
     SponsorshipAsk,
     SponsorshipGate,
@@ -107,6 +115,11 @@ class PaymasterChain:
     def parallel(self) -> bool:
         """Whether the paymaster signs in v0.9's paymasterSignature, beside the account."""
         return version_at(self.entry_point) is EntryPointVersion.V09
+
+    @property
+    def v06(self) -> bool:
+        """Whether this is EntryPoint v0.6's paymaster (the unpacked op, no paymaster gas)."""
+        return version_at(self.entry_point) is EntryPointVersion.V06
 
     @property
     def entry_points(self) -> list[str]:
@@ -195,7 +208,7 @@ class PaymasterRpc:
     async def stub_data(self, params: list[Any], caller: PaymasterCaller) -> dict[str, Any]:
         chain, op, policy_id = self._request(params, caller)
         draft = self._with_gas(chain, op)
-        ticket = await self._check(caller, draft, policy_id)
+        ticket = await self._check(caller, _as_charged(chain, draft), policy_id)
         window = await self._window(chain, op)
         return {
             **self._fields(chain, draft, stub_paymaster_data(window, parallel=chain.parallel)),
@@ -208,7 +221,8 @@ class PaymasterRpc:
         draft = self._with_gas(chain, op)
         # Signed as it will be sent: its gas summed (ours included) must fit an op's bound.
         check_op_gas(draft, chain.limits)
-        ask = SponsorshipAsk(caller.project_id, caller.chain_id, draft, policy_id, self.clock())
+        charged = _as_charged(chain, draft)
+        ask = SponsorshipAsk(caller.project_id, caller.chain_id, charged, policy_id, self.clock())
         window = await self._window(chain, op)  # before the hold: a node error holds nothing
         try:
             ticket = await self.gate.hold(ask, key_id=caller.key_id, endpoint=DATA_METHOD)
@@ -216,7 +230,12 @@ class PaymasterRpc:
             raise _refusal(exc) from None
         if self.on_hold is not None and ticket.hold is not None and not ticket.hold.duplicate:
             self.on_hold(caller.project_id)
-        signed = self.signer.paymaster_data(draft, chain.chain_id, window, parallel=chain.parallel)
+        if chain.v06:
+            signed = self.signer.paymaster_data_v06(draft, chain.chain_id, window)
+        else:
+            signed = self.signer.paymaster_data(
+                draft, chain.chain_id, window, parallel=chain.parallel
+            )
         if self.signatures is not None:
             final = replace(draft, paymaster_data=signed)
             await self.signatures.record(
@@ -270,7 +289,8 @@ class PaymasterRpc:
             raise invalid_params(
                 f"context.policyId must be a printable string of at most {MAX_POLICY_ID} characters"
             )
-        return chain, _unsigned_op(params[0]), policy_id
+        op = unsigned_op_v06(params[0]) if chain.v06 else _unsigned_op(params[0])
+        return chain, op, policy_id
 
     def _with_gas(self, chain: PaymasterChain, op: UserOperation) -> UserOperation:
         """The op with this paymaster and its gas limits: the client's when it carries them
@@ -279,6 +299,8 @@ class PaymasterRpc:
         lowered: the client would sign over other limits than it asked for."""
         s = self.settings
         check_bounds(op, chain.limits)
+        if chain.v06:  # its paymaster runs under the op's own verification gas
+            return with_paymaster_v06(op, chain.paymaster)
         mine = op.paymaster is None or op.paymaster.lower() == chain.paymaster.lower()
         verification = op.paymaster_verification_gas_limit if mine else 0
         post_op = op.paymaster_post_op_gas_limit if mine else 0
@@ -319,6 +341,8 @@ class PaymasterRpc:
 
     @staticmethod
     def _fields(chain: PaymasterChain, op: UserOperation, data: bytes) -> dict[str, Any]:
+        if chain.v06:
+            return fields_v06(chain.paymaster, data)
         return {
             "paymaster": chain.paymaster,
             "paymasterData": to_hex(data),
@@ -331,9 +355,15 @@ class PaymasterRpc:
         return {"name": info.name} | ({"icon": info.icon} if info.icon else {})
 
 
+def _as_charged(chain: PaymasterChain, op: UserOperation) -> UserOperation:
+    return as_charged_v06(op) if chain.v06 else op
+
+
 def _hash_of(op: UserOperation, chain: PaymasterChain) -> str | None:
     """The signed op's userOpHash; None for an EIP-7702 op whose delegate it does not name
     (its hash covers the delegate: the event is then matched by sender and nonce)."""
+    if chain.v06:
+        return "0x" + user_op_hash_v06(op.as_v06(), chain.entry_point, chain.chain_id).hex()
     delegate = op.eip7702_auth.address if op.eip7702_auth is not None else None
     if op.is_eip7702 and delegate is None:
         return None

@@ -7,6 +7,11 @@ The signer signs (EIP-191) `VerifyingPaymaster.getHash(op, validUntil, validAfte
 covers the op's fields with the paymaster's gas limits, the chain id and the paymaster's
 address. Its key comes from a file or an environment variable, never from the database.
 
+On EntryPoint v0.6 (VerifyingPaymasterV06) the op carries no paymaster gas limits, and the
+signer signs `VerifyingPaymasterV06.getHash(op, validUntil, validAfter)` over the unpacked op:
+
+    paymasterAndData = paymaster (20) | validUntil (6) | validAfter (6) | signature (65)
+
 On EntryPoint v0.9 (VerifyingPaymasterV09) the signature moves into the release's
 paymasterSignature suffix (domain/paymaster_signature.py), which the userOpHash leaves out:
 `parallel` data, which the account may sign before the paymaster has.
@@ -30,6 +35,7 @@ from entryway.domain.signatures import (
     eth_signed_message_digest,
     paymaster_data,
     paymaster_digest,
+    paymaster_digest_v06,
     sign_digest,
 )
 from entryway.domain.userop import UserOperation
@@ -97,6 +103,21 @@ def sign_paymaster_data(
     return _with_signature(window, signature, parallel)
 
 
+def sign_paymaster_data_v06(
+    private_key: bytes, op: UserOperation, chain_id: int, window: ValidityWindow
+) -> bytes:
+    """The tail of a v0.6 op's paymasterAndData (window and signature) for `op`, which names
+    the paymaster (its data still empty: v0.6 signs over no paymaster field)."""
+    if op.paymaster is None:
+        raise ValueError("the op names no paymaster")
+    v06 = op.as_v06()
+    digest = paymaster_digest_v06(
+        v06, chain_id, op.paymaster, window.valid_until, window.valid_after
+    )
+    signature = sign_digest(private_key, eth_signed_message_digest(digest))
+    return paymaster_data(window.valid_until, window.valid_after, signature)
+
+
 def stub_paymaster_data(window: ValidityWindow, *, parallel: bool = False) -> bytes:
     """Data of the final data's length and code path, for gas estimation (never valid).
     `parallel`: its signed part (the window) is the final data's, for the account to sign."""
@@ -118,6 +139,9 @@ class PaymasterSigner:
     ) -> bytes:
         key = bytes(self._account.key)
         return sign_paymaster_data(key, op, chain_id, window, parallel=parallel)
+
+    def paymaster_data_v06(self, op: UserOperation, chain_id: int, window: ValidityWindow) -> bytes:
+        return sign_paymaster_data_v06(bytes(self._account.key), op, chain_id, window)
 
     def sponsor(
         self,

@@ -18,10 +18,12 @@ from eth_abi.abi import decode
 
 from entryway import contracts
 from entryway.chain.rpc import RpcTransportError
+from entryway.domain.entry_points import EntryPointVersion, version_at
 from entryway.domain.evm import checksum, hex_to_bytes
 from entryway.domain.networks import NETWORKS
 from entryway.domain.userop import UserOperation
 from entryway.domain.userop_json import op_from_json
+from entryway.domain.userop_v06 import op_v06_from_json
 from entryway.service.revert_text import revert_reason
 from entryway.service.services import ChainRuntime
 from entryway.storage.intake import IntakeRecord
@@ -98,15 +100,19 @@ def fields(op: UserOperation, entry_point: str) -> dict[str, Any]:
     }
 
 
-def gas(op: UserOperation, receipt: dict[str, Any] | None) -> dict[str, Any]:
-    """The gas the op was given (what the estimate put in its limits) against what it used."""
-    limit = (
-        op.call_gas_limit
-        + op.verification_gas_limit
-        + op.pre_verification_gas
-        + op.paymaster_verification_gas_limit
-        + op.paymaster_post_op_gas_limit
-    )
+def gas(op: UserOperation, receipt: dict[str, Any] | None, entry_point: str) -> dict[str, Any]:
+    """The gas the op was given (what the estimate put in its limits) against what it used.
+    On v0.6 a paymaster's validation and postOp each run under the verification gas."""
+    if version_at(entry_point) is EntryPointVersion.V06:
+        limit = op.as_v06().max_gas
+    else:
+        limit = (
+            op.call_gas_limit
+            + op.verification_gas_limit
+            + op.pre_verification_gas
+            + op.paymaster_verification_gas_limit
+            + op.paymaster_post_op_gas_limit
+        )
     used = None if receipt is None else int(receipt["actualGasUsed"], 16)
     cost = None if receipt is None else str(int(receipt["actualGasCost"], 16))
     return {
@@ -206,4 +212,6 @@ def op_of(found: dict[str, Any] | None, intake: IntakeRecord | None) -> UserOper
         return intake.op
     if found is None:
         return None
+    if version_at(str(found.get("entryPoint"))) is EntryPointVersion.V06:
+        return UserOperation.from_v06(op_v06_from_json(found["userOperation"]))  # unpacked
     return op_from_json(found["userOperation"])

@@ -78,6 +78,9 @@ def chain_routes(prefixes: tuple[str, ...]) -> APIRouter:
             entry_point_v09=chain.deployment.entry_point_v09,
             paymaster_v09=chain.deployment.paymaster_v09,
             simple_account_factory_v09=chain.deployment.simple_account_factory_v09,
+            entry_point_v06=chain.deployment.entry_point_v06,
+            paymaster_v06=chain.deployment.paymaster_v06,
+            simple_account_factory_v06=chain.deployment.simple_account_factory_v06,
             simple_7702_account=chain.deployment.simple_7702_account,
         )
 

@@ -54,7 +54,7 @@ async def op_page(
         "transactionHash": tx_hash,
         "lifecycle": await op_report.lifecycle(chain, status, intake, receipt, charges),
         "fields": None if op is None else op_report.fields(op, str(entry_point)),
-        "gas": None if op is None else op_report.gas(op, receipt),
+        "gas": None if op is None else op_report.gas(op, receipt, str(entry_point)),
         "revert": op_report.revert(receipt),
         "credits": op_report.credits(charges),
         "links": op_report.links(chain, op.sender if op else "", tx_hash),

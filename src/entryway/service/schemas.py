@@ -105,6 +105,11 @@ class SdkDefaults(Wire):
     entry_point_v09: str | None = None
     paymaster_v09: str | None = None
     simple_account_factory_v09: str | None = None
+    # EntryPoint v0.6 at its canonical address, where the chain carries it: the service's
+    # verifying paymaster for it and the release's SimpleAccountFactory.
+    entry_point_v06: str | None = None
+    paymaster_v06: str | None = None
+    simple_account_factory_v06: str | None = None
     # The code an EIP-7702 EOA delegates to (eth-infinitism's Simple7702Account).
     simple_7702_account: str
 

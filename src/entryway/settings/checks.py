@@ -190,6 +190,9 @@ def deployment_of(chain: ChainSettings, keys: ChainKeys) -> Deployment:
             entry_point_v09=a.entry_point_v09,
             paymaster_v09=a.paymaster_v09,
             simple_account_factory_v09=a.simple_account_factory_v09,
+            entry_point_v06=a.entry_point_v06,
+            paymaster_v06=a.paymaster_v06,
+            simple_account_factory_v06=a.simple_account_factory_v06,
             simple_7702_account=a.simple_7702_account,
         )
     assert chain.deploy_owner is not None  # read_chain_keys requires one of the two
@@ -283,9 +286,12 @@ async def check_contracts(index: int, chain: ChainSettings, deployment: Deployme
             ("entry_point_v09", deployment.entry_point_v09),
             ("paymaster_v09", deployment.paymaster_v09),
             ("simple_account_factory_v09", deployment.simple_account_factory_v09),
+            ("entry_point_v06", deployment.entry_point_v06),
+            ("paymaster_v06", deployment.paymaster_v06),
+            ("simple_account_factory_v06", deployment.simple_account_factory_v06),
         ):
             if address is None:
-                continue  # v0.7 or v0.9 not configured: served without it
+                continue  # v0.6, v0.7 or v0.9 not configured: served without it
             try:
                 code = await eth.get_code(address)
             except EntrywayError:

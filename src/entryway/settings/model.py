@@ -313,6 +313,11 @@ class ContractAddresses(Section):
     entry_point_v09: str | None = None
     paymaster_v09: str | None = None
     simple_account_factory_v09: str | None = None
+    # EntryPoint v0.6 at its canonical address, where the chain carries it (`entryway deploy`
+    # then deploys v0.6's paymaster and SimpleAccountFactory beside it and prints them).
+    entry_point_v06: str | None = None
+    paymaster_v06: str | None = None
+    simple_account_factory_v06: str | None = None
     # Simple7702Account, what the SDK's EIP-7702 EOAs delegate to: its canonical address
     # unless the chain has it elsewhere.
     simple_7702_account: str = SIMPLE_7702_ACCOUNT

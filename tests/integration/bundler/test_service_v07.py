@@ -11,7 +11,7 @@ import pytest
 
 from entryway.bundler.rpc_methods import BundlerRpc
 from entryway.bundler.rpc_types import user_operation_json
-from entryway.domain.entry_points import V07, V08
+from entryway.domain.entry_points import V06, V07, V08
 from entryway.domain.plans import PlanName
 from entryway.paymaster.settlement import SETTLE_TASK, SettleHandler
 from entryway.storage.ledger import UsageStatus
@@ -113,7 +113,7 @@ async def settled_and_charged(
     assert r.json()["credits"] == sponsorship.credits
 
 
-async def test_paymaster_lists_both_entry_points_when_refusing_another(
+async def test_paymaster_lists_every_entry_point_when_refusing_another(
     service: Client, harness: Harness
 ) -> None:
     client, services = service
@@ -133,6 +133,7 @@ async def test_paymaster_lists_both_entry_points_when_refusing_another(
         V08.address,
         V07.address,
         harness.deployment.entry_point_v09,
+        V06.address,
     ]
 
 
