@@ -164,3 +164,24 @@ async def test_an_existing_v08_simple_account_pays_then_is_sponsored(
     assert receipt.success and receipt.paymaster == client.defaults.paymaster
     assert await balance(service, recipient) == 100 and await balance(service, other) == 4
     assert await balance(service, address) == 0 and await account.nonce() == 2
+
+
+async def test_an_existing_v06_account_is_sponsored_by_the_v06_paymaster(
+    client: Entryway, service: Service
+) -> None:
+    owner = Account.create()
+    address = await existing_v06(client, service, owner)  # holds no ether: the paymaster pays
+    account = client.account(
+        address, signer=simple_account_signer(owner, "0.6"), entry_point_version="0.6"
+    )
+    recipient = Account.create().address
+
+    op = await account.send({"to": recipient, "data": b"gm"})
+    receipt = await op.wait(timeout=30)
+
+    paymaster = client.defaults.paymaster_v06
+    assert paymaster is not None  # the devnet serves v0.6 with Entryway's paymaster
+    assert receipt.success and receipt.sender == address
+    assert receipt.paymaster is not None and receipt.paymaster.lower() == paymaster.lower()
+    assert receipt.raw["entryPoint"] == ENTRY_POINT_V06
+    assert await balance(service, address) == 0

@@ -84,7 +84,9 @@ class GasEstimatorV06(GasEstimator):
         )
         (((used, *_), *_),) = await self.simulator.simulate_validation(probe, extra or None)
         verification = used * (100 + VERIFICATION_MARGIN_PERCENT) // 100
-        call_gas = await self._call_gas(replace(probe, verification_gas_limit=verification), extra)
+        # The call's gas is measured self-paid at the largest verification limit: a sponsored
+        # op's limit, measured with its paymaster, need not cover the account's own prefund.
+        call_gas = await self._call_gas(probe, extra)
         final = replace(
             op,
             verification_gas_limit=verification,
