@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from entryway import contracts
@@ -14,6 +15,7 @@ from entryway.bundler.errors import BundlerError, RpcErrorCode
 from entryway.bundler.mempool import MempoolEntry
 from entryway.bundler.states import BundlingMode, OpStatus, Tracked
 from entryway.bundler.submission import (
+    Attempt,
     PendingTransaction,
     TransactionDroppedError,
     TransactionManager,
@@ -115,7 +117,9 @@ class BundleSender:
         )
         for e in ops:
             self.bundler.mempool.remove(e.user_op_hash)
-            self.bundler.tracked[e.user_op_hash] = Tracked(OpStatus.SUBMITTED, tx.latest.tx_hash)
+            self.bundler.tracked[e.user_op_hash] = Tracked(
+                OpStatus.SUBMITTED, tx.latest.tx_hash, attempts=tx.attempts
+            )
         self._in_flight[tx.latest.tx_hash] = {e.op.sender for e in ops}
         at, used = self._sent_at_head
         self._sent_at_head = (block, (used if at == block else 0) + gas)
@@ -222,20 +226,26 @@ class BundleSender:
         self.bundler.tracked[entry.user_op_hash] = Tracked(OpStatus.DROPPED, reason=reason)
         self.bundler.counts.ops_dropped += 1
 
-    async def _follow(self, executor: TransactionManager, tx: Any, ops: list[MempoolEntry]) -> None:
+    async def _follow(
+        self, executor: TransactionManager, tx: PendingTransaction, ops: list[MempoolEntry]
+    ) -> None:
         first_hash = tx.latest.tx_hash
         try:
             receipt = await executor.wait(tx)
         except TransactionDroppedError as exc:
             for e in ops:
-                self.bundler.tracked[e.user_op_hash] = Tracked(OpStatus.DROPPED, reason=str(exc))
+                self.bundler.tracked[e.user_op_hash] = Tracked(
+                    OpStatus.DROPPED, reason=str(exc), attempts=tx.attempts
+                )
             self.bundler.counts.ops_dropped += len(ops)
             return
         finally:
             self._in_flight.pop(first_hash, None)
-        self._record(receipt, ops)
+        self._record(receipt, ops, tx.attempts)
 
-    def _record(self, receipt: TxReceipt, ops: list[MempoolEntry]) -> None:
+    def _record(
+        self, receipt: TxReceipt, ops: list[MempoolEntry], attempts: Sequence[Attempt] = ()
+    ) -> None:
         topic = EP.event_topic("UserOperationEvent")
         self.bundler.counts.bundle_gas_used += receipt.gas_used
         outcomes = {}
@@ -248,7 +258,7 @@ class BundleSender:
             success = outcomes.get(e.user_op_hash)
             if success is None:
                 self.bundler.tracked[e.user_op_hash] = Tracked(
-                    OpStatus.FAILED, receipt.tx_hash, "not in bundle"
+                    OpStatus.FAILED, receipt.tx_hash, "not in bundle", attempts=attempts
                 )
                 continue
             status = OpStatus.INCLUDED if success else OpStatus.FAILED
@@ -256,7 +266,11 @@ class BundleSender:
             self.bundler.counts.ops_reverted += not success
             # Its body and block kept: a reorg removing the block sends it back (reinclude).
             self.bundler.tracked[e.user_op_hash] = Tracked(
-                status, receipt.tx_hash, op=e.op, block_number=receipt.block_number
+                status,
+                receipt.tx_hash,
+                op=e.op,
+                block_number=receipt.block_number,
+                attempts=attempts,
             )
             for address in e.accountable():
                 self.bundler.reputation.included(address)

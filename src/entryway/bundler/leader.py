@@ -31,6 +31,7 @@ from entryway import contracts
 from entryway.bundler.errors import BundlerError, RpcErrorCode
 from entryway.bundler.service import HEAD_TTL_S, Bundler
 from entryway.bundler.states import OpStatus
+from entryway.bundler.submission import Attempt
 from entryway.bundler.takeover import PreviousBundles, mined_op
 from entryway.bundler.validation.outcome import ValidationOutcome
 from entryway.bundler.validation.outcome_json import outcome_from_json
@@ -87,6 +88,7 @@ class Outcome:
     status: OpStatus
     tx_hash: str | None = None
     reason: str | None = None
+    attempts: tuple[Attempt, ...] = ()  # the bundle's sends, fee bumps included
 
 
 class LeaderIntake(Protocol):
@@ -130,6 +132,9 @@ class IntakeLeader:
     leading_since: datetime = field(default_factory=lambda: datetime.now(UTC))
     # The bundles the previous leader left pending; None: read from the executors' nonces.
     previous: PreviousBundles | None = None
+    # Loaded ops whose bundle was sent: hash -> the sends written for it (a fee bump, the
+    # status unchanged, is written back too).
+    sends: dict[str, int] = field(default_factory=dict)
     # Whether those are mined, as of this step: inherited ops wait for them.
     _previous_settled: bool = field(default=False, init=False)
 
@@ -314,7 +319,7 @@ class IntakeLeader:
                 outcomes.append(Outcome(op_hash, OpStatus.DROPPED, reason=replaced))
                 now_loaded[op_hash] = None
                 continue
-            if tracked.status is written:
+            if tracked.status is written and len(tracked.attempts) == self.sends.get(op_hash, 0):
                 continue
             status = tracked.status
             tx_hash: str | None = tracked.tx_hash
@@ -326,12 +331,15 @@ class IntakeLeader:
                 if receipt is not None:
                     status = OpStatus.INCLUDED if receipt["success"] else OpStatus.FAILED
                     tx_hash, reason = receipt["receipt"]["transactionHash"], None
-            outcomes.append(Outcome(op_hash, status, tx_hash, reason))
+            attempts = tuple(tracked.attempts)
+            outcomes.append(Outcome(op_hash, status, tx_hash, reason, attempts))
             now_loaded[op_hash] = None if tracked.status in FINAL else tracked.status
         if outcomes:
             await self.intake.mark_many(self.chain_id, outcomes)
+        self.sends.update({o.user_op_hash: len(o.attempts) for o in outcomes if o.attempts})
         for op_hash, state in now_loaded.items():
             if state is None:
                 self.loaded.pop(op_hash, None)
+                self.sends.pop(op_hash, None)
             else:
                 self.loaded[op_hash] = state

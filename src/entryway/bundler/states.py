@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from entryway.domain.userop import UserOperation
+
+if TYPE_CHECKING:
+    from entryway.bundler.submission import Attempt
 
 
 class BundlingMode(StrEnum):
@@ -38,3 +43,6 @@ class Tracked:
     updated_at: float = field(default_factory=time.time)
     op: UserOperation | None = None
     block_number: int | None = None
+    # The sends of the op's bundle, fee bumps included: the bundle's own list, so a
+    # replacement sent later shows here too.
+    attempts: Sequence[Attempt] = ()

@@ -27,6 +27,7 @@ class Attempt:
     tx_hash: str
     max_fee_per_gas: int
     max_priority_fee_per_gas: int
+    sent_at: float = 0.0  # wall-clock seconds, for the op's page
 
 
 @dataclass(slots=True)
@@ -102,7 +103,7 @@ class TransactionManager:
             raw["authorizationList"] = tx.authorizations
         signed = self.account.sign_transaction(raw)
         tx_hash = await self.eth.send_raw_transaction(bytes(signed.raw_transaction))
-        tx.attempts.append(Attempt(tx_hash, max_fee, priority))
+        tx.attempts.append(Attempt(tx_hash, max_fee, priority, time.time()))
         tx.sent_block = await self.eth.block_number()
         tx.sent_at = time.monotonic()
 

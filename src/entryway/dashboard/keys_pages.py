@@ -1,5 +1,6 @@
 """API keys: the project's keys by their public prefix with their last use; create one with
-a chain set and a role (its secret shown once, with a copy button), rotate, revoke. The same
+a chain set, a role, a name and optional allowlists of origins and client addresses (its
+secret shown once, with a copy button), edit a key's name and allowlists, rotate, revoke. The same
 store calls and rules as the REST API's /v1/keys: a project keeps an active admin key. Only
 owners create or rotate admin keys."""
 
@@ -9,6 +10,8 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from entryway.dashboard import web
+from entryway.dashboard.key_form import KeyFieldError, KeyFields, checked
+from entryway.dashboard.policy_errors import FieldError
 from entryway.domain.accounts import ProjectRole
 from entryway.domain.apikeys import IssuedKey, KeyEnvironment, KeyRole
 from entryway.domain.networks import NETWORKS
@@ -17,6 +20,7 @@ from entryway.storage.apikeys import KeyInfo, KeyLimitError, LastAdminKeyError, 
 KEY_ID_LENGTH = 8
 # An admin key changes the plan, the keys and the settings over the API: it is an owner's
 # power, which members do not have in the dashboard either.
+NO_FIELDS = KeyFields()  # a blank form
 OWNERS_ONLY = "Only the project's owners create admin keys (and rotate them)."
 
 
@@ -51,6 +55,8 @@ def routes() -> APIRouter:
         created: tuple[IssuedKey, KeyInfo] | None = None,
         error: str | None = None,
         status: int = 200,
+        fields: KeyFields = NO_FIELDS,
+        problem: FieldError | None = None,
     ) -> Response:
         keys = await web.services(request).store.keys(page.project_id)
         context = {
@@ -66,6 +72,8 @@ def routes() -> APIRouter:
             "created": created,
             "error": error,
             "done": request.query_params.get("done"),
+            "fields": fields,
+            "problem": problem,
         }
         return web.render(request, who, "keys.html", context, status=status)
 
@@ -78,6 +86,11 @@ def routes() -> APIRouter:
     async def create_key(request: Request, project_id: str, who: web.SignedIn) -> Response:
         page = await web.project_page(request, who, project_id)
         data = await web.form(request, who)
+        fields = KeyFields.posted(data)
+        try:
+            name, allowlist = checked(fields)
+        except KeyFieldError as exc:
+            return await _page(request, who, page, fields=fields, problem=exc.problem, status=400)
         try:
             chains = _chains(data, page.project.chains)
             if not chains:
@@ -95,7 +108,9 @@ def routes() -> APIRouter:
             issued = await store.issue_key(project_id, environment, chains, web.now(), role=role)
         except KeyLimitError as exc:
             return await _page(request, who, page, error=str(exc), status=409)
-        info = await store.api_keys.key(project_id, issued.key_id)
+        info = await store.api_keys.change(
+            project_id, issued.key_id, name=name, allowlist=allowlist
+        )
         return await _page(request, who, page, created=(issued, info))
 
     @router.post("/projects/{project_id}/keys/{key_id}/rotate")
@@ -130,6 +145,32 @@ def routes() -> APIRouter:
         await store.revoke_key(old.key_id, at, project_id=project_id)  # the new admin exists
         return await _page(request, who, page, created=(issued, info))
 
+    @router.get("/projects/{project_id}/keys/{key_id}/edit")
+    async def edit_page(
+        request: Request, project_id: str, key_id: str, who: web.SignedIn
+    ) -> Response:
+        page = await web.project_page(request, who, project_id)
+        key = await _editable(request, page, project_id, key_id)
+        return _edit(request, who, page, key, KeyFields.of(key))
+
+    @router.post("/projects/{project_id}/keys/{key_id}")
+    async def save_key(
+        request: Request, project_id: str, key_id: str, who: web.SignedIn
+    ) -> Response:
+        """A key's name and allowlists, as the API's PATCH /v1/keys/{keyId} sets them: each
+        list replaces the one before; empty, the key works from anywhere again."""
+        page = await web.project_page(request, who, project_id)
+        data = await web.form(request, who)
+        key = await _editable(request, page, project_id, key_id)
+        fields = KeyFields.posted(data)
+        try:
+            name, allowlist = checked(fields)
+        except KeyFieldError as exc:
+            return _edit(request, who, page, key, fields, exc.problem, status=400)
+        store = web.services(request).store
+        await store.api_keys.change(project_id, key.key_id, name=name, allowlist=allowlist)
+        return web.redirect(request, who, f"{web.PREFIX}/projects/{project_id}/keys?done=saved")
+
     @router.post("/projects/{project_id}/keys/{key_id}/revoke")
     async def revoke_key(
         request: Request, project_id: str, key_id: str, who: web.SignedIn
@@ -150,6 +191,39 @@ def routes() -> APIRouter:
         return web.redirect(request, who, f"{web.PREFIX}/projects/{project_id}/keys?done=revoked")
 
     return router
+
+
+async def _editable(
+    request: Request, page: web.ProjectPage, project_id: str, key_id: str
+) -> KeyInfo:
+    """An active key the viewer may change (an admin key: an owner only)."""
+    key = await _key(request, project_id, key_id)
+    if key.revoked_at is not None:
+        raise web.DashboardError(400, "A revoked key cannot be changed.")
+    if key.role is KeyRole.ADMIN and page.role is not ProjectRole.OWNER:
+        raise web.DashboardError(403, "Only the project's owners change admin keys.")
+    return key
+
+
+def _edit(
+    request: Request,
+    who: web.Viewer,
+    page: web.ProjectPage,
+    key: KeyInfo,
+    fields: KeyFields,
+    problem: FieldError | None = None,
+    *,
+    status: int = 200,
+) -> Response:
+    context = {
+        "page": page,
+        "section": "keys",
+        "key": key,
+        "key_prefix": prefix(key),
+        "fields": fields,
+        "problem": problem,
+    }
+    return web.render(request, who, "keys_edit.html", context, status=status)
 
 
 async def _key(request: Request, project_id: str, key_id: str) -> KeyInfo:

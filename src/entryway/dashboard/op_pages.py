@@ -1,6 +1,7 @@
 """One UserOperation's page: what `GET /v1/ops/{userOpHash}` answers (`service.routes_ops`),
 for a person: its steps with their times, its calls, gas given against used, its credits, a
-failed execution's revert in words, and where to look it up on the chain."""
+failed execution's revert in words, and where to look it up on the chain; an op only ever
+refused at send, when and why (`service.refused_ops`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from fastapi.responses import Response
 from entryway.chain.rpc import RpcTransportError
 from entryway.dashboard import web
 from entryway.domain.networks import NETWORKS
+from entryway.service.refused_ops import refusal_of, refused_page
 from entryway.service.routes_ops import op_page, owning_chain
 
 OP_HASH = re.compile(r"^0x[0-9a-fA-F]{64}$")
@@ -31,18 +33,22 @@ def routes() -> APIRouter:
         op_hash = user_op_hash.lower()
         chain = await owning_chain(services, project_id, page.project.chains, op_hash)
         if chain is None:
-            raise web.PageNotFoundError
-        try:
-            op = await op_page(services, project_id, chain, op_hash)
-        except RpcTransportError:
-            raise web.DashboardError(
-                503, "The chain's node does not answer now: try again in a moment."
-            ) from None
+            refused = await refusal_of(services, project_id, page.project.chains, op_hash)
+            if refused is None:
+                raise web.PageNotFoundError
+            op = refused_page(services, *refused)
+        else:
+            try:
+                op = await op_page(services, project_id, chain, op_hash)
+            except RpcTransportError:
+                raise web.DashboardError(
+                    503, "The chain's node does not answer now: try again in a moment."
+                ) from None
         context = {
             "page": page,
             "section": "operations",
             "op": op,
-            "network": NETWORKS.get(chain.chain_id),
+            "network": NETWORKS.get(op["chainId"] or 0),
             "shown_at": web.now(),
         }
         return web.render(request, who, "op.html", context)

@@ -1,7 +1,8 @@
 """Operations: a project's recent UserOperations (status as /op-status reports it, credits
-charged, explorer links), its notarizations with their proofs to download, its tasks, and the
-deposit of each paymaster (one per EntryPoint release) on each of its chains. Webhooks and
-sponsorship policies have pages of their own (webhook_pages, policy_pages)."""
+charged, explorer links), the sends the bundler refused (from the request log, with the
+reason), its notarizations with their proofs to download, its tasks, and the deposit of each
+paymaster (one per EntryPoint release) on each of its chains. Webhooks and sponsorship
+policies have pages of their own (webhook_pages, policy_pages)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from entryway.domain.notarization import Notarization, NotarizationStatus
 from entryway.paymaster.deposit import DepositStatus, PaymasterDeposit
 from entryway.service.downloads import attachment
 from entryway.service.op_report import is_local
+from entryway.service.refused_ops import latest_refusals
 from entryway.service.services import Services
 from entryway.storage.project_activity import ProjectActivity, SentOp
 from entryway.storage.tasks import TaskQueue
@@ -29,6 +31,7 @@ NOTHING = "\u2013"  # an en dash: no figure
 RECENT_OPS = 25
 RECENT_NOTARIZATIONS = 20
 RECENT_TASKS = 20
+RECENT_REFUSALS = 20
 GOOD_STATUSES = {"included", "anchored", "succeeded", "delivered"}
 BAD_STATUSES = {"failed", "dropped", "dead", "not_found", "unavailable"}
 
@@ -167,6 +170,7 @@ def routes() -> APIRouter:
             "page": page,
             "section": "operations",
             "ops": ops,
+            "refusals": await latest_refusals(services, project_id, RECENT_REFUSALS),
             "notarizations": await notarization_rows(services, project_id),
             "tasks": await TaskQueue(services.store.engine).list(project_id, limit=RECENT_TASKS),
             "deposits": deposit_rows(services, page.project.chains),

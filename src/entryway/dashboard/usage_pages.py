@@ -37,6 +37,7 @@ from entryway.service.usage_export import (
     ExportFormat,
     UsageWindowError,
     export_response,
+    key_names,
     usage_window,
 )
 from entryway.storage.schema import projects
@@ -210,8 +211,9 @@ def routes() -> APIRouter:
             start, end = usage_window(since, until, web.now())
         except UsageWindowError:
             raise web.DashboardError(400, "The From date must come before the To date.") from None
-        usage = web.services(request).platform.usage
-        return export_response(usage, project_id, start, end, fmt)
+        services = web.services(request)
+        names = key_names(await services.store.keys(project_id))
+        return export_response(services.platform.usage, project_id, start, end, fmt, names)
 
     @router.get("/usage")
     async def all_usage(request: Request, who: web.SignedIn) -> Response:

@@ -9,6 +9,7 @@ hash."""
 
 from __future__ import annotations
 
+import itertools
 import logging
 from datetime import UTC, datetime
 from typing import Any
@@ -17,6 +18,7 @@ from urllib.parse import urlsplit
 from eth_abi.abi import decode
 
 from entryway import contracts
+from entryway.bundler.submission import Attempt
 from entryway.chain.rpc import RpcTransportError
 from entryway.domain.entry_points import EntryPointVersion, version_at
 from entryway.domain.evm import checksum, hex_to_bytes
@@ -139,12 +141,49 @@ async def _block_time(chain: ChainRuntime, number: int) -> datetime | None:
     return None if block is None else datetime.fromtimestamp(int(block["timestamp"], 16), UTC)
 
 
+def sends_of(chain: ChainRuntime, op_hash: str, intake: IntakeRecord | None) -> tuple[Attempt, ...]:
+    """The sends of the op's bundle: as the leader wrote them to the intake, or, for an op
+    this process's own bundler holds (no intake: the in-memory bundler), as it knows them."""
+    if intake is not None and intake.attempts:
+        return intake.attempts
+    tracked = chain.bundling.tracked.get(hex_to_bytes(op_hash))
+    return tuple(tracked.attempts) if tracked is not None else ()
+
+
+def _fees(attempt: Attempt) -> dict[str, str]:
+    return {
+        "maxFeePerGas": str(attempt.max_fee_per_gas),
+        "maxPriorityFeePerGas": str(attempt.max_priority_fee_per_gas),
+    }
+
+
+def submitted(tx_hash: str, sends: tuple[Attempt, ...]) -> dict[str, Any]:
+    """The submitted step: the transaction that carried the op (the mined one once mined),
+    how many times its bundle was sent, and each fee bump (a stuck bundle sent again with
+    both fees raised, same nonce)."""
+    step: dict[str, Any] = {"step": "submitted", "at": None, "transactionHash": tx_hash}
+    step["attempts"] = len(sends) or None  # None: not known here (sent by another process)
+    step["feeBumps"] = [
+        {
+            "at": _at(datetime.fromtimestamp(new.sent_at, UTC)) if new.sent_at else None,
+            "transactionHash": new.tx_hash,
+            "from": _fees(old),
+            "to": _fees(new),
+        }
+        for old, new in itertools.pairwise(sends)
+    ]
+    if sends and sends[0].sent_at:
+        step["at"] = _at(datetime.fromtimestamp(sends[0].sent_at, UTC))
+    return step
+
+
 async def lifecycle(
     chain: ChainRuntime,
     status: dict[str, Any],
     intake: IntakeRecord | None,
     receipt: dict[str, Any] | None,
     charges: list[Charge],
+    sends: tuple[Attempt, ...] = (),
 ) -> list[dict[str, Any]]:
     """The op's steps so far, in order, each with its time where one is known."""
     received = intake.received_at if intake else (charges[0].at if charges else None)
@@ -158,7 +197,7 @@ async def lifecycle(
     if state in ("pending", "submitted", "included", "failed") or tx_hash:
         steps.append({"step": "queued", "at": _at(received)})
     if tx_hash:
-        steps.append({"step": "submitted", "at": None, "transactionHash": tx_hash})
+        steps.append(submitted(str(tx_hash), sends))
     if receipt is not None:
         block = int(receipt["receipt"]["blockNumber"], 16)
         steps.append(

@@ -29,6 +29,7 @@ from entryway.service.usage_export import (
     ExportFormat,
     UsageWindowError,
     export_response,
+    key_names,
     usage_window,
 )
 from entryway.storage.billing import StoredInvoice
@@ -158,7 +159,9 @@ def billing_routes() -> APIRouter:
         services: Services = request.app.state.services
         start, end = _window(since, until)
         services.platform.meter.count_read(who, "usage-export")
-        return export_response(services.platform.usage, who.project_id, start, end, format)
+        names = key_names(await services.store.keys(who.project_id))
+        usage = services.platform.usage
+        return export_response(usage, who.project_id, start, end, format, names)
 
     @router.get("/invoices", operation_id="listInvoices")
     async def list_invoices(who: CurrentCaller, request: Request) -> list[InvoiceOut]:

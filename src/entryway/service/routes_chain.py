@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import replace
 from typing import Annotated, Any
 
 import orjson
@@ -28,9 +29,11 @@ from entryway.service.chain_access import NODE_RETRY_AFTER_S, ChainGate
 from entryway.service.edge import REQUEST_ID_HEADER, request_id_of
 from entryway.service.limits import RequestLimits
 from entryway.service.problems import Problem
+from entryway.service.refused_ops import refused_op_hash
 from entryway.service.schemas import AccountInfoOut, OpStatusOut, SdkDefaults, SdkDefaultsList
 from entryway.service.services import ChainRuntime, Services
 from entryway.storage.outage import database_unavailable
+from entryway.storage.request_log import SEND
 from entryway.storage.store import Caller
 from entryway.wallets.account_info import read_account
 
@@ -262,18 +265,20 @@ async def _one(
         method = payload.get("method") if isinstance(payload, dict) else None
         name = _logged_name(request.app.state.services, chain, method)
         status = 503 if answer is not None and node_unanswered(answer) else 200
-        recorder.record(
-            rpc_call(
-                who,
-                chain.chain_id,
-                name,
-                payload,
-                answer,
-                started_ns=started,
-                http_status=status,
-                explanation=explanation,
-            )
+        call = rpc_call(
+            who,
+            chain.chain_id,
+            name,
+            payload,
+            answer,
+            started_ns=started,
+            http_status=status,
+            explanation=explanation,
         )
+        if name == SEND and call.outcome == "error":
+            # Kept with its hash: the op's page answers `refused` with the reason.
+            call = replace(call, user_op_hash=await refused_op_hash(chain, payload))
+        recorder.record(call)
     return answer
 
 

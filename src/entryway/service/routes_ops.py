@@ -14,6 +14,7 @@ from entryway.service import op_report
 from entryway.service.auth import CurrentCaller
 from entryway.service.chain_access import ChainGate
 from entryway.service.problems import Problem
+from entryway.service.refused_ops import refusal_of, refused_page
 from entryway.service.services import ChainRuntime, Services
 from entryway.storage.intake import OpIntakeStore
 
@@ -46,13 +47,14 @@ async def op_page(
     op = op_report.op_of(found, intake)
     entry_point = intake.entry_point if intake else (found or {}).get("entryPoint")
     tx_hash = status.get("transactionHash") or (intake.tx_hash if intake else None)
+    sends = op_report.sends_of(chain, op_hash, intake)
     return {
         "chainId": chain.chain_id,
         "userOpHash": op_hash,
         "status": status.get("status", "not_found"),
         "reason": status.get("reason") or (intake.reason if intake else None),
         "transactionHash": tx_hash,
-        "lifecycle": await op_report.lifecycle(chain, status, intake, receipt, charges),
+        "lifecycle": await op_report.lifecycle(chain, status, intake, receipt, charges, sends),
         "fields": None if op is None else op_report.fields(op, str(entry_point)),
         "gas": None if op is None else op_report.gas(op, receipt, str(entry_point)),
         "revert": op_report.revert(receipt),
@@ -75,8 +77,10 @@ def op_routes() -> APIRouter:
         """One UserOperation this project sent (or our paymaster signed for it): lifecycle
         with times, fields decoded, gas estimated against used, credits, a failed
         execution's decoded revert reason and links to the chain's explorer (a devnet's:
-        its local node). Looked for on every chain of the key unless `chainId` names one
-        (free). Another project's operation is not found."""
+        its local node). An op only ever refused at send (`eth_sendUserOperation` answered
+        with an error) is `refused`, with when, the key's prefix and the error explained,
+        while the request log keeps it. Looked for on every chain of the key unless
+        `chainId` names one (free). Another project's operation is not found."""
         services: Services = request.app.state.services
         op_hash = user_op_hash.lower()
         chains = who.key_chains & who.project_chains
@@ -89,6 +93,10 @@ def op_routes() -> APIRouter:
             page = await op_page(services, who.project_id, chain, op_hash)
             services.platform.meter.count_read(who, "ops", chain.chain_id)
             return page
+        refused = await refusal_of(services, who.project_id, chains, op_hash)
+        if refused is not None:
+            services.platform.meter.count_read(who, "ops", refused[0].chain_id)
+            return refused_page(services, *refused)
         raise Problem(
             404, "op_not_found", "UserOperation not found",
             f"no UserOperation {op_hash} sent by this project",

@@ -20,6 +20,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from entryway.bundler.states import OpStatus
+from entryway.bundler.submission import Attempt
 from entryway.domain.userop import UserOperation
 from entryway.domain.userop_json import op_from_json, op_to_json
 from entryway.storage.ledger_group import GroupCommit
@@ -44,6 +45,7 @@ class IntakeRecord:
     # The API's validation (`bundler.validation.outcome_json`) and the block it was made at.
     validation: str | None = None
     validated_block: int | None = None
+    attempts: tuple[Attempt, ...] = ()  # the sends of its bundle, fee bumps included
 
 
 def intake_row(
@@ -119,6 +121,7 @@ async def write_intake_rows(db: AsyncConnection, rows: Sequence[Mapping[str, Any
         "state": OpStatus.PENDING.value,
         "reason": None,
         "tx_hash": None,
+        "attempts": None,
         "updated_at": statement.excluded.updated_at,
         "validation": statement.excluded.validation,
         "validated_block": statement.excluded.validated_block,
@@ -147,6 +150,27 @@ class Outcome(Protocol):
     @property
     def reason(self) -> str | None: ...
 
+    @property
+    def attempts(self) -> Sequence[Attempt]: ...
+
+
+def attempts_json(attempts: Sequence[Attempt]) -> str | None:
+    if not attempts:
+        return None
+    return json.dumps(
+        [
+            [a.tx_hash, str(a.max_fee_per_gas), str(a.max_priority_fee_per_gas), a.sent_at]
+            for a in attempts
+        ],
+        separators=(",", ":"),
+    )
+
+
+def attempts_of(text: str | None) -> tuple[Attempt, ...]:
+    if not text:
+        return ()
+    return tuple(Attempt(h, int(fee), int(tip), float(at)) for h, fee, tip, at in json.loads(text))
+
 
 def _record(row: RowMapping) -> IntakeRecord:
     return IntakeRecord(
@@ -161,6 +185,7 @@ def _record(row: RowMapping) -> IntakeRecord:
         received_at=as_utc(row["received_at"]),
         validation=None if row["validation"] is None else str(row["validation"]),
         validated_block=None if row["validated_block"] is None else int(row["validated_block"]),
+        attempts=attempts_of(row["attempts"]),
     )
 
 
@@ -323,6 +348,7 @@ class OpIntakeStore:
                 state=bindparam("new_state"),
                 tx_hash=bindparam("new_tx_hash"),
                 reason=bindparam("new_reason"),
+                attempts=bindparam("new_attempts"),
                 updated_at=at or datetime.now(UTC),
             )
         )
@@ -332,6 +358,7 @@ class OpIntakeStore:
                 "new_state": o.status.value,
                 "new_tx_hash": o.tx_hash,
                 "new_reason": o.reason,
+                "new_attempts": attempts_json(o.attempts),
             }
             for o in sorted(outcomes, key=lambda o: o.user_op_hash.lower())
         ]

@@ -36,6 +36,9 @@ class LoggedCall:
     entry_id: int = 0
 
 
+MAX_REFUSALS = 100  # refusals of one op counted at most
+
+
 @dataclass(frozen=True, slots=True)
 class LogFilter:
     method: str | None = None
@@ -45,6 +48,9 @@ class LogFilter:
     sender: str | None = None
     since: datetime | None = None
     until: datetime | None = None
+
+
+SEND = "rpc:eth_sendUserOperation"  # the logged name of a send
 
 
 class RequestLogRecords:
@@ -84,6 +90,27 @@ class RequestLogRecords:
         async with self.engine.connect() as db:
             rows = (await db.execute(query.limit(limit))).mappings().all()
         return [LoggedCall(**{**dict(r), "at": utc(r["at"])}) for r in rows]
+
+    async def refused_send(
+        self, project_id: str, user_op_hash: str, chain_ids: Sequence[int]
+    ) -> tuple[LoggedCall, int] | None:
+        """The project's latest refused send of the op on one of `chain_ids`, and how many
+        times it was refused; None when the log has none."""
+        t = request_log.c
+        where = and_(
+            t.project_id == project_id,
+            t.user_op_hash == user_op_hash.lower(),
+            t.method == SEND,
+            t.outcome == "error",
+            t.chain_id.in_(sorted(chain_ids)),
+        )
+        query = select(request_log).where(where).order_by(t.entry_id.desc())
+        async with self.engine.connect() as db:
+            rows = (await db.execute(query.limit(MAX_REFUSALS))).mappings().all()
+        if not rows:
+            return None
+        latest = LoggedCall(**{**dict(rows[0]), "at": utc(rows[0]["at"])})
+        return latest, sum(int(r["calls"]) for r in rows)
 
     async def prune(self, retention: Mapping[str, timedelta], now: datetime) -> int:
         """Delete what each plan keeps no longer; returns the rows deleted."""

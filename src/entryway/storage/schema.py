@@ -547,6 +547,9 @@ op_intake = Table(
     # at: the leader admits a fresh one without simulating the op again. Null: validate again.
     Column("validation", Text, nullable=True),
     Column("validated_block", BigInteger, nullable=True),
+    # The sends of the op's bundle as the leader last wrote them, fee bumps included (JSON
+    # list of {txHash, maxFeePerGas, maxPriorityFeePerGas, at}); null: not sent yet.
+    Column("attempts", Text, nullable=True),
     Index("ix_op_intake_pending", "chain_id", "state", "received_at"),
 )
 
@@ -629,5 +632,6 @@ request_log = Table(
     Column("user_op_hash", String(66), nullable=True),
     Column("calls", Integer, nullable=False, server_default="1"),  # >1: an over-cap summary
     Index("ix_request_log_project_id", "project_id", "entry_id"),
+    Index("ix_request_log_op", "project_id", "user_op_hash"),  # a refused op's page
     Index("ix_request_log_at", "at"),
 )
