@@ -283,6 +283,8 @@ async def main(args: argparse.Namespace) -> list[str]:
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
     load_before = os.getloadavg()
     started = datetime.now(UTC)
+    if args.api_only:  # the API replicas' table alone, printed
+        return [str(r) for r in await api_replicas(args)]
     standalone = await standalone_bundling(args)
     print("standalone:", standalone, flush=True)
     multi = await multiprocess_bundling(args)
@@ -324,10 +326,13 @@ if __name__ == "__main__":
         action="store_true",
         help="run the standalone and `entryway api` (intake) columns alone; print, never write",
     )
+    parser.add_argument(
+        "--api-only", action="store_true", help="run the API replicas' part alone; print only"
+    )
     arguments = parser.parse_args()
     table = asyncio.run(main(arguments))
     print("\n".join(table))
-    if arguments.write_doc and not arguments.bundling_only:
+    if arguments.write_doc and not (arguments.bundling_only or arguments.api_only):
         write_section(
             "multiprocess",
             "Multi-process path (`make bench-multiprocess`)",
