@@ -26,7 +26,9 @@ keep-alive connections (bench/rawhttp.py), the connections spread evenly over 1,
 `entryway api --config` replicas; each run lasts --seconds after a 2 s warm-up. CPU per
 process is its user + system time over warm-up and run, divided by their wall time.
 
-Run: `make bench-multiprocess` (or `python -m bench.multiprocess --write-doc`).
+Run: `make bench-multiprocess` (or `python -m bench.multiprocess --write-doc`);
+`--bundling-only` runs the standalone and `entryway api` columns alone, `--api-only` the API
+replicas' part alone (both print, and write nothing).
 """
 
 from __future__ import annotations
