@@ -26,7 +26,9 @@ keep-alive connections (bench/rawhttp.py), the connections spread evenly over 1,
 `entryway api --config` replicas; each run lasts --seconds after a 2 s warm-up. CPU per
 process is its user + system time over warm-up and run, divided by their wall time.
 
-Run: `make bench-multiprocess` (or `python -m bench.multiprocess --write-doc`).
+Run: `make bench-multiprocess` (or `python -m bench.multiprocess --write-doc`);
+`--bundling-only` runs the standalone and `entryway api` columns alone, `--api-only` the API
+replicas' part alone (both print, and write nothing).
 """
 
 from __future__ import annotations
@@ -159,7 +161,9 @@ async def one_process_bundling(args: argparse.Namespace) -> dict[str, Any]:
 
 
 async def standalone_bundling(args: argparse.Namespace) -> dict[str, Any]:
-    return await bundler.run(argparse.Namespace(**{**vars(args), "validate": 0}))
+    # bench/bundler.py's defaults for what this bench does not vary
+    extra = {"validate": 0, "block_gas_limit": 30_000_000, "trust_factory": False, "open_loop": ""}
+    return await bundler.run(argparse.Namespace(**{**vars(args), **extra}))
 
 
 async def spread_load(
@@ -281,10 +285,23 @@ async def main(args: argparse.Namespace) -> list[str]:
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
     load_before = os.getloadavg()
     started = datetime.now(UTC)
+    if args.api_only:  # the API replicas' table alone, printed
+        return [str(r) for r in await api_replicas(args)]
     standalone = await standalone_bundling(args)
     print("standalone:", standalone, flush=True)
     multi = await multiprocess_bundling(args)
     print("multi-process:", multi, flush=True)
+    if args.bundling_only:
+        # The two columns the accept's latency is compared across, nothing else.
+        ratio = multi["accept_p50_ms"] / standalone["accept_p50_ms"]
+        load = os.getloadavg()[0]
+        return [
+            f"accept p50: standalone {standalone['accept_p50_ms']:.0f} ms, intake "
+            f"{multi['accept_p50_ms']:.0f} ms ({ratio:.2f}x); send-to-receipt p50 "
+            f"{standalone['p50_s']:.2f} s / {multi['p50_s']:.2f} s; included ops/s "
+            f"{standalone['included_ops_per_s']:.1f} / {multi['included_ops_per_s']:.1f}; "
+            f"load {load_before[0]:.2f} -> {load:.2f}"
+        ]
     one = await one_process_bundling(args)
     print("one process:", one, flush=True)
     replicas = await api_replicas(args)
@@ -306,10 +323,18 @@ if __name__ == "__main__":
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--seconds", type=float, default=10)
     parser.add_argument("--write-doc", action="store_true")
+    parser.add_argument(
+        "--bundling-only",
+        action="store_true",
+        help="run the standalone and `entryway api` (intake) columns alone; print, never write",
+    )
+    parser.add_argument(
+        "--api-only", action="store_true", help="run the API replicas' part alone; print only"
+    )
     arguments = parser.parse_args()
     table = asyncio.run(main(arguments))
     print("\n".join(table))
-    if arguments.write_doc:
+    if arguments.write_doc and not (arguments.bundling_only or arguments.api_only):
         write_section(
             "multiprocess",
             "Multi-process path (`make bench-multiprocess`)",

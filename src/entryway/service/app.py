@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
-from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -29,6 +28,7 @@ from entryway.service.call_recording import CallRecording
 from entryway.service.edge import EdgeMiddleware, with_request_id
 from entryway.service.limits import RequestLimits
 from entryway.service.problems import Problem
+from entryway.service.rate_limit_headers import RateLimitHeaders
 from entryway.service.readiness_checks import ReadinessSettings, service_checks
 from entryway.service.routes_admin import admin_routes
 from entryway.service.routes_billing import billing_routes
@@ -100,14 +100,9 @@ def create_app(
         code = _STATUS_CODES.get(exc.status_code, f"http_{exc.status_code}")
         return answer(request, Problem(exc.status_code, code, str(exc.detail)))
 
-    @app.middleware("http")
-    async def rate_limit_headers(request: Request, call_next: Any) -> Response:
-        response: Response = await call_next(request)
-        for name, value in getattr(request.state, "rate_limit_headers", {}).items():
-            response.headers.setdefault(name, value)
-        return response
-
-    # Added first, so innermost: the request log sees the caller authentication found.
+    # Innermost: the rate-limit headers go on every answer, an error handler's included.
+    app.add_middleware(RateLimitHeaders)
+    # Added next, so innermost: the request log sees the caller authentication found.
     app.add_middleware(CallRecording, services=services)
     # Added last, so outermost: EdgeMiddleware sees every answer, BodyGuard's included.
     app.add_middleware(BodyGuard, limits=limits, is_json_rpc=_is_json_rpc)

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import orjson
 from fastapi import APIRouter, Path, Query, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 from pydantic import BeforeValidator
 
 from entryway.bundler.errors import BundlerError, RpcErrorCode, node_failure, node_unanswered
@@ -32,6 +32,7 @@ from entryway.service.problems import Problem
 from entryway.service.refused_ops import refused_op_hash
 from entryway.service.schemas import AccountInfoOut, OpStatusOut, SdkDefaults, SdkDefaultsList
 from entryway.service.services import ChainRuntime, Services
+from entryway.service.strict_json import json_response
 from entryway.storage.outage import database_unavailable
 from entryway.storage.request_log import SEND
 from entryway.storage.store import Caller
@@ -182,7 +183,7 @@ def chain_routes(prefixes: tuple[str, ...]) -> APIRouter:
             payload = orjson.loads(await request.body())
         except orjson.JSONDecodeError:
             error = {"code": -32700, "message": "parse error"}
-            return JSONResponse({"jsonrpc": "2.0", "id": None, "error": error})
+            return json_response({"jsonrpc": "2.0", "id": None, "error": error})
         if not isinstance(payload, list):
             answer = await _one(request, who, chain, payload)
             if answer is None:
@@ -191,12 +192,12 @@ def chain_routes(prefixes: tuple[str, ...]) -> APIRouter:
                 # The node failed after the network check passed: the same 503 and
                 # Retry-After as a failed check, so clients back off the same way.
                 retry = {"Retry-After": str(NODE_RETRY_AFTER_S)}
-                return JSONResponse(answer, status_code=503, headers=retry)
-            return JSONResponse(answer)
+                return json_response(answer, status_code=503, headers=retry)
+            return json_response(answer)
         limits: RequestLimits = request.app.state.limits
         refusal = batch_refusal(payload, limits.max_rpc_batch)
         if refusal is not None:
-            return JSONResponse(refusal)
+            return json_response(refusal)
         admitted, over_limit = await _admit_batch(request, who, len(payload))
 
         async def call(one: Any) -> dict[str, Any] | None:
@@ -211,7 +212,7 @@ def chain_routes(prefixes: tuple[str, ...]) -> APIRouter:
         )
         # HTTP 200 even when calls were refused: the calls before them ran (an op may have
         # been sent), and their answers must reach the client.
-        return JSONResponse(answers)
+        return json_response(answers)
 
     return router
 
