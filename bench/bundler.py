@@ -138,8 +138,8 @@ class ServedDevnet:
     rpc_url: str
     deployment: Deployment
     simple_account_factory: str
-    pid: int | None = None
     simple_account_factory_v06: str
+    pid: int | None = None
 
     def bench(self, version: EntryPointVersion = EntryPointVersion.V08) -> Bench:
         """A client sending ops of SimpleAccounts of the release `version`."""
@@ -209,8 +209,8 @@ async def served_devnet(
                         f"http://127.0.0.1:{port}/rpc",
                         chain.deployment,
                         plan.address,
-                        proc.pid,
                         plan_v06.address,
+                        proc.pid,
                     )
                     async with JsonRpcClient(served.rpc_url) as probe:
                         for _ in range(100):
