@@ -77,10 +77,12 @@ class ReceiptReader:
         """The receipt of the transaction that emitted `log`, in the block `log` names; None
         if the node has it in no block or another one (reorged away between the reads)."""
         key = (log["transactionHash"], log["blockHash"])
-        tx = self._bundle_receipts.get(key)
-        if tx is not None:
-            return tx
-        tx = await self.eth.rpc.request("eth_getTransactionReceipt", [log["transactionHash"]])
+        kept = self._bundle_receipts.get(key)
+        if kept is not None:
+            return kept
+        tx: dict[str, Any] | None = await self.eth.rpc.request(
+            "eth_getTransactionReceipt", [log["transactionHash"]]
+        )
         if tx is None or tx["blockHash"] != log["blockHash"]:
             return None
         self._bundle_receipts[key] = tx
