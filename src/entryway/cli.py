@@ -412,7 +412,11 @@ def bundler(
     by --rpc-url and --executor-key-file, or by --chain N from the settings (--config)."""
     import uvicorn
 
-    from entryway.bundler.standalone import StandaloneSettings, read_executor_keys
+    from entryway.bundler.standalone import (
+        StandaloneSettings,
+        freeze_startup_heap,
+        read_executor_keys,
+    )
     from entryway.bundler.states import BundlingMode
     from entryway.composition import request_limits
     from entryway.composition.leader import lead_until_signalled
@@ -431,6 +435,7 @@ def bundler(
         # The chain's leader or a standby, bundling the service's intake.
         configured = bundler_chain(config, chain)
         http = None if http_port is None else HttpAddress(http_host, http_port)
+        freeze_startup_heap()
         _run(lead_until_signalled(settings_of(config), chain, configured, http))
         return
     if rpc_url is None or not executor_key_file:
@@ -471,6 +476,7 @@ def bundler(
         trusted_entities=trusted,
     )
     app = create_standalone_app(settings, limits)
+    freeze_startup_heap()
     uvicorn.run(app, host=host, port=port, **uvicorn_options(loaded))
 
 

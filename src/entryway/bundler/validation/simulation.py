@@ -35,6 +35,7 @@ from entryway.bundler.validation.rules import (
     StakeInfo,
     check,
 )
+from entryway.bundler.validation.struct_logs import decode_struct_logs
 from entryway.bundler.validation.trace import (
     KECCAK_COLLECTOR,
     ValidationTrace,
@@ -175,12 +176,16 @@ class Simulator:
         extra: dict[str, Any] | None,
     ) -> Any:
         options: dict[str, Any] = {"stateOverrides": {**(extra or {}), **override}}
-        if tracer is None:
-            options.update(_STRUCT_LOGGER)
-        else:
+        if tracer is not None:
             options["tracer"] = tracer
+            return await self.eth.rpc.request(
+                "debug_traceCall", [self._call_object(data), SIMULATION_BLOCK, options]
+            )
+        options.update(_STRUCT_LOGGER)
         return await self.eth.rpc.request(
-            "debug_traceCall", [self._call_object(data), SIMULATION_BLOCK, options]
+            "debug_traceCall",
+            [self._call_object(data), SIMULATION_BLOCK, options],
+            decode=decode_struct_logs,  # steps decoded only where the rules look
         )
 
 
