@@ -144,18 +144,10 @@ class BundleSender:
             max_bundle_gas=budget - BUNDLE_OVERHEAD_GAS,
             limits=limits,
         )
-        # The second validation (untraced: the trace ran at admission) of every chosen op at
-        # once, beside one read of the code every op's validation used (COD-010); the node
-        # answers these calls in parallel.
-        checks = asyncio.gather(
-            *(
-                self.bundler.validator.validate(e.op, now=now, block=block, trace=False)
-                for e in chosen
-            ),
-            return_exceptions=True,
-        )
-        results, changes = await asyncio.gather(
-            checks, self.bundler.validator.changed_code([e.outcome for e in chosen])
+        # The second validation (untraced: the trace ran at admission) of every chosen op,
+        # with one read of the code every op's validation used (COD-010), in one batch.
+        results, changes = await self.bundler.validator.revalidate(
+            [e.op for e in chosen], [e.outcome for e in chosen], now=now, block=block
         )
         revalidated = []
         for entry, result, changed in zip(chosen, results, changes, strict=True):

@@ -137,6 +137,17 @@ class JsonRpcClient:
     async def batch(self, calls: Sequence[tuple[str, Sequence[JsonValue]]]) -> list[JsonValue]:
         """Several calls in one JSON-RPC batch; results in the order asked. Retried as a
         whole only when every call in it may be."""
+        results = await self.batch_outcomes(calls)
+        for result in results:
+            if isinstance(result, RpcError):
+                raise result
+        return results
+
+    async def batch_outcomes(
+        self, calls: Sequence[tuple[str, Sequence[JsonValue]]]
+    ) -> list[JsonValue | RpcError]:
+        """As `batch`, but a call the node answers with an error gives its RpcError in its
+        place instead of raising (a batch of simulations, some of which revert)."""
         if not calls:
             return []
         first = next(self._ids)
@@ -156,14 +167,15 @@ class JsonRpcClient:
         if not isinstance(answers, list):
             raise _malformed("a batch answered with a single object")
         by_id = {a.get("id"): a for a in answers if isinstance(a, dict)}
-        results = []
+        results: list[JsonValue | RpcError] = []
         for i in range(len(calls)):
             answer = by_id.get(first + i)
             if answer is None:
                 raise _malformed(f"batch call {i} ({calls[i][0]}) unanswered")
             if "error" in answer:
-                raise RpcError.from_answer(answer["error"])
-            results.append(answer.get("result"))
+                results.append(RpcError.from_answer(answer["error"]))
+            else:
+                results.append(answer.get("result"))
         return results
 
     @property
