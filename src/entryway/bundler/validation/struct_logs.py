@@ -10,7 +10,6 @@ node's key order, a step the pass cannot read) is decoded whole, as before.
 
 from __future__ import annotations
 
-import bisect
 import re
 from collections.abc import Iterator, Sequence
 from typing import Any, overload
@@ -18,7 +17,8 @@ from typing import Any, overload
 import orjson
 
 _ARRAY = b'"structLogs":['
-_STEP_START = b'{"pc":'
+_FIRST = b'{"pc":'
+_BETWEEN = b'},{"pc":'  # where one step ends and the next begins
 # A step as anvil and geth write it: pc, op, gas, gasCost, depth, then the rest.
 _STEP = re.compile(rb'\{"pc":\d+,"op":"([^"\\]+)","gas":\d+,"gasCost":-?\d+,"depth":(\d+),')
 _ERROR = b'"error":'
@@ -28,21 +28,19 @@ class ScannedSteps(Sequence[dict[str, Any]]):
     """The steps of one trace: `ops`, `depths` and `errored` (indexes of steps that carry
     an error) for all of them; a step's full record decoded on indexing."""
 
-    def __init__(self, raw: bytes, starts: list[int], end: int, ops: list[str], depths: list[int]):
-        self._raw = raw
-        self._starts = starts
-        self._end = end  # just past the last step
+    def __init__(self, region: bytes, pieces: list[bytes], ops: list[str], depths: list[int]):
+        self._pieces = pieces  # the array's text split between steps
         self.ops = ops
         self.depths = depths
         self.errored: set[int] = set()
-        at = raw.find(_ERROR, starts[0] if starts else end, end)
-        while at != -1:
-            self.errored.add(bisect.bisect_right(starts, at) - 1)
-            at = raw.find(_ERROR, at + len(_ERROR), end)
+        at = region.find(_ERROR)
+        while at != -1:  # rare: a step that faulted
+            self.errored.add(region.count(_BETWEEN, 0, at))
+            at = region.find(_ERROR, at + len(_ERROR))
         self._decoded: dict[int, dict[str, Any]] = {}
 
     def __len__(self) -> int:
-        return len(self._starts)
+        return len(self._pieces)
 
     @overload
     def __getitem__(self, index: int) -> dict[str, Any]: ...
@@ -57,9 +55,11 @@ class ScannedSteps(Sequence[dict[str, Any]]):
             index += len(self)
         step = self._decoded.get(index)
         if step is None:
-            start = self._starts[index]  # IndexError past the end, as a list's
-            end = self._starts[index + 1] - 1 if index + 1 < len(self._starts) else self._end
-            step = self._decoded[index] = orjson.loads(self._raw[start:end])
+            piece = self._pieces[index]  # IndexError past the end, as a list's
+            text = (_FIRST if index else b"") + piece
+            if index < len(self._pieces) - 1:
+                text += b"}"
+            step = self._decoded[index] = orjson.loads(text)
         return step
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
@@ -75,15 +75,13 @@ def decode_struct_logs(raw: bytes) -> Any:
         return orjson.loads(raw)
     first = array + len(_ARRAY)
     end = len(tail) - 3  # the array's closing bracket
-    starts: list[int] = []
-    ops: list[str] = []
-    depths: list[int] = []
-    for match in _STEP.finditer(raw, first, end):
-        starts.append(match.start())
-        ops.append(match.group(1).decode())
-        depths.append(int(match.group(2)))
-    if raw.count(_STEP_START, first, end) != len(starts) or (starts and starts[0] != first):
+    region = raw[first:end]
+    found = _STEP.findall(raw, first, end)
+    pieces = region.split(_BETWEEN)
+    if not region.startswith(_FIRST) or len(pieces) != len(found):
         return orjson.loads(raw)  # a step the pass did not read: decode it all
     answer = orjson.loads(raw[:first] + raw[end:])
-    answer["result"]["structLogs"] = ScannedSteps(raw, starts, end, ops, depths)
+    ops = [op.decode() for op, _ in found]
+    depths = [int(depth) for _, depth in found]
+    answer["result"]["structLogs"] = ScannedSteps(region, pieces, ops, depths)
     return answer
