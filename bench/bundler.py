@@ -29,7 +29,7 @@ from typing import Any
 
 from eth_account import Account
 
-from bench.bundler_load import ProcessClock, block_shares, load_average, open_loop
+from bench.bundler_load import ProcessClock, block_shares, load_average, node_pid, open_loop
 from entryway import contracts
 from entryway.bundler.rpc_types import user_operation_json
 from entryway.bundler.validation.simulation import Simulator
@@ -309,10 +309,15 @@ async def inclusion(benches: Sequence[Bench], args: argparse.Namespace) -> dict[
 
     watcher = asyncio.create_task(watch_blocks())
     clock = ProcessClock(benches[0].process_pid)
+    node_clock = ProcessClock(node_pid(benches[0].eth.rpc.url))
     clock.start()
+    node_clock.start()
+    client_cpu = time.process_time()
     start = time.monotonic()
     await asyncio.gather(*(user(b, o, s) for b, o, s in accounts))
     elapsed = time.monotonic() - start
+    client_cpu = time.process_time() - client_cpu
+    node_cpu_s = node_clock.seconds()
     watcher.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await watcher
@@ -323,6 +328,9 @@ async def inclusion(benches: Sequence[Bench], args: argparse.Namespace) -> dict[
     result = await figures(benches[0], overall, elapsed)
     result |= {
         "cpu_s_per_1000_ops": cpu_s / len(overall.op_hashes) * 1000,
+        # Where else the 2 cores went: the node, and this benchmark's own clients.
+        "node_cpu_s_per_1000_ops": node_cpu_s / len(overall.op_hashes) * 1000,
+        "client_cpu_s_per_1000_ops": client_cpu / len(overall.op_hashes) * 1000,
         "load_average": load_average(),
         **await block_shares(benches[0], overall.op_hashes),
     }

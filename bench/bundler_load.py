@@ -1,6 +1,6 @@
 """The bundler benchmark's capacity figures and its open-loop mode.
 
-- `ProcessClock`: CPU seconds a process (the bundler's) spent, read from /proc.
+- `ProcessClock`: CPU seconds a process (the bundler's, the node's) spent, read from /proc.
 - `block_shares`: how much of their blocks' gas limit the bundles that carried some ops used,
   per bundle and per block (several bundles may share a block).
 - `open_loop`: ops arrive at a fixed rate, whatever became of the earlier ones, from accounts
@@ -42,6 +42,22 @@ class ProcessClock:
 
     def seconds(self) -> float:
         return self._now() - self._at
+
+
+def node_pid(rpc_url: str) -> int | None:
+    """The pid of the anvil serving `rpc_url` (its port on its command line), if found."""
+    port = rpc_url.rstrip("/").rsplit(":", 1)[-1]
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/comm") as comm, open(f"/proc/{entry}/cmdline", "rb") as cmd:
+                name, args = comm.read().strip(), cmd.read().split(b"\0")
+        except OSError:
+            continue
+        if name == "anvil" and port.encode() in args:
+            return int(entry)
+    return None
 
 
 def load_average() -> float:
