@@ -44,20 +44,35 @@ class ProcessClock:
         return self._now() - self._at
 
 
-def node_pid(rpc_url: str) -> int | None:
-    """The pid of the anvil serving `rpc_url` (its port on its command line), if found."""
-    port = rpc_url.rstrip("/").rsplit(":", 1)[-1]
+def node_pid() -> int | None:
+    """The pid of the anvil this process started (the devnet's node), if there is one."""
+    mine = os.getpid()
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
-            with open(f"/proc/{entry}/comm") as comm, open(f"/proc/{entry}/cmdline", "rb") as cmd:
-                name, args = comm.read().strip(), cmd.read().split(b"\0")
+            with open(f"/proc/{entry}/comm") as comm:
+                if comm.read().strip() != "anvil":
+                    continue
         except OSError:
             continue
-        if name == "anvil" and port.encode() in args:
-            return int(entry)
+        pid = int(entry)
+        while pid > 1:  # up its ancestors to this process, or to init
+            pid = _parent(pid)
+            if pid == mine:
+                return int(entry)
     return None
+
+
+def _parent(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("PPid:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
 
 
 def load_average() -> float:
