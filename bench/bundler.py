@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import statistics
 import sys
 import tempfile
@@ -28,7 +29,7 @@ from typing import Any
 
 from eth_account import Account
 
-from bench.bundler_load import ProcessClock, block_shares, load_average, open_loop
+from bench.bundler_load import ProcessClock, block_shares, load_average, node_pid, open_loop
 from entryway import contracts
 from entryway.bundler.rpc_types import user_operation_json
 from entryway.bundler.validation.simulation import Simulator
@@ -49,6 +50,7 @@ ETHER = 10**18
 CHAIN_ID = 80002
 RECEIPT_POLL_S = 0.1  # how often a waiting client asks for its receipt
 BLOCK_TIME_S = 1.0
+BLOCK_WATCH_S = 0.02  # how often the benchmark notes the node's head (its own connection)
 FACTORY = contracts.load("SimpleAccountFactory")
 FACTORY_V06 = contracts.load("SimpleAccountFactoryV06")
 ACCOUNT = contracts.load("SimpleAccount").abi
@@ -250,12 +252,18 @@ class Samples:
 
     latencies: list[float] = field(default_factory=list)  # send to receipt, s
     accept: list[float] = field(default_factory=list)  # eth_sendUserOperation, s
+    # After the accept: until the op's block first appears at the node (waiting for the
+    # bundle, then for the block), and from there until the client has the receipt.
+    to_block: list[float] = field(default_factory=list)
+    to_receipt: list[float] = field(default_factory=list)
     op_hashes: list[str] = field(default_factory=list)
     accounts: int = 0
 
     def __iadd__(self, other: Samples) -> Samples:
         self.latencies += other.latencies
         self.accept += other.accept
+        self.to_block += other.to_block
+        self.to_receipt += other.to_receipt
         self.op_hashes += other.op_hashes
         self.accounts += other.accounts
         return self
@@ -273,6 +281,13 @@ async def inclusion(benches: Sequence[Bench], args: argparse.Namespace) -> dict[
     await asyncio.gather(*(b.receipt(h) for b, h in hashes))
 
     samples = {bench.version: Samples() for bench in benches}
+    block_seen: dict[int, float] = {}  # block number -> when the node first showed it
+
+    async def watch_blocks() -> None:
+        while True:
+            number = await benches[0].eth.block_number()
+            block_seen.setdefault(number, time.monotonic())
+            await asyncio.sleep(BLOCK_WATCH_S)
 
     async def user(bench: Bench, owner: Any, sender: str) -> None:
         seen = samples[bench.version]
@@ -281,17 +296,31 @@ async def inclusion(benches: Sequence[Bench], args: argparse.Namespace) -> dict[
             op = await bench.op(owner, sender, k + 1, False)
             start = time.monotonic()
             op_hash = await bench.send(op)
-            seen.accept.append(time.monotonic() - start)
+            accepted = time.monotonic()
+            seen.accept.append(accepted - start)
             receipt = await bench.receipt(op_hash)
+            done = time.monotonic()
             assert receipt["success"], receipt
-            seen.latencies.append(time.monotonic() - start)
+            seen.latencies.append(done - start)
+            mined = block_seen.get(int(receipt["receipt"]["blockNumber"], 16), done)
+            seen.to_block.append(max(mined - accepted, 0.0))
+            seen.to_receipt.append(done - max(mined, accepted))
             seen.op_hashes.append(op_hash)
 
+    watcher = asyncio.create_task(watch_blocks())
     clock = ProcessClock(benches[0].process_pid)
+    node_clock = ProcessClock(node_pid())
     clock.start()
+    node_clock.start()
+    client_cpu = time.process_time()
     start = time.monotonic()
     await asyncio.gather(*(user(b, o, s) for b, o, s in accounts))
     elapsed = time.monotonic() - start
+    client_cpu = time.process_time() - client_cpu
+    node_cpu_s = node_clock.seconds()
+    watcher.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await watcher
     cpu_s = clock.seconds()
     overall = Samples()
     for seen in samples.values():
@@ -299,6 +328,10 @@ async def inclusion(benches: Sequence[Bench], args: argparse.Namespace) -> dict[
     result = await figures(benches[0], overall, elapsed)
     result |= {
         "cpu_s_per_1000_ops": cpu_s / len(overall.op_hashes) * 1000,
+        # Where else the 2 cores went: the node (anvil), and this benchmark's process (its
+        # clients, and the devnet's fee layer that relays every node call in front of anvil).
+        "node_cpu_s_per_1000_ops": node_cpu_s / len(overall.op_hashes) * 1000,
+        "bench_process_cpu_s_per_1000_ops": client_cpu / len(overall.op_hashes) * 1000,
         "load_average": load_average(),
         **await block_shares(benches[0], overall.op_hashes),
     }
@@ -318,6 +351,8 @@ async def figures(bench: Bench, seen: Samples, elapsed: float) -> dict[str, Any]
         "p50_s": statistics.median(seen.latencies),
         "p95_s": percentile(seen.latencies, 95),
         "accept_p50_ms": statistics.median(seen.accept) * 1000,
+        "accepted_to_block_p50_ms": statistics.median(seen.to_block) * 1000,
+        "block_to_receipt_p50_ms": statistics.median(seen.to_receipt) * 1000,
         "gas_per_op": gas_per_op,
         "ops_per_bundle": len(seen.op_hashes) / bundles,
     }

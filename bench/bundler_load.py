@@ -1,6 +1,6 @@
 """The bundler benchmark's capacity figures and its open-loop mode.
 
-- `ProcessClock`: CPU seconds a process (the bundler's) spent, read from /proc.
+- `ProcessClock`: CPU seconds a process (the bundler's, the node's) spent, read from /proc.
 - `block_shares`: how much of their blocks' gas limit the bundles that carried some ops used,
   per bundle and per block (several bundles may share a block).
 - `open_loop`: ops arrive at a fixed rate, whatever became of the earlier ones, from accounts
@@ -42,6 +42,37 @@ class ProcessClock:
 
     def seconds(self) -> float:
         return self._now() - self._at
+
+
+def node_pid() -> int | None:
+    """The pid of the anvil this process started (the devnet's node), if there is one."""
+    mine = os.getpid()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/comm") as comm:
+                if comm.read().strip() != "anvil":
+                    continue
+        except OSError:
+            continue
+        pid = int(entry)
+        while pid > 1:  # up its ancestors to this process, or to init
+            pid = _parent(pid)
+            if pid == mine:
+                return int(entry)
+    return None
+
+
+def _parent(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("PPid:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
 
 
 def load_average() -> float:

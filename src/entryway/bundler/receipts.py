@@ -1,20 +1,28 @@
 """UserOperation receipts and lookups, read from the chain's UserOperationEvent logs.
 
-Every answer comes from the node's canonical chain, so a receipt whose block was dropped by a
-reorg disappears with it. An op this bundler bundled is read from its bundle's transaction
-receipt (`of_bundle`) rather than looked for in the logs: clients poll the moment a block
-lands, and the polls of one bundle's ops that arrive while a read of its receipt and the head
-is under way share that read, instead of making three node calls each.
+Every answer starts from the node's canonical chain, so a receipt whose block was dropped
+by a reorg disappears with it. Two reads are shared rather than repeated per op:
+
+- an op this bundler saw mined in its own bundle is read off that bundle's transaction
+  receipt (`of_bundle`), with no log search: clients poll the moment a block lands, and the
+  polls of one bundle's ops that arrive while a read of the receipt and the head is under
+  way share that read;
+- any other op is found by its UserOperationEvent log (the head and the log search in one
+  batch), and its bundle's transaction receipt is kept under the block hash the log names: a
+  bundle of 100 ops has one receipt of several hundred logs, and a receipt under a given
+  block hash never changes.
 
 Beside the ERC-4337 fields a receipt says how deep its block is: `confirmations` (its own
 block counting as the first, hex) and, where the chain's finality depth is known
 (`finality`, set by the service that follows the chain), `final`. On OP-stack chains it
-also shows the op's share of its bundle's L1 data fee (`l1Fee`, wei; `L1FeeQuoter.op_share_wei`).
+also shows the op's share of its bundle's L1 data fee (`l1Fee`, wei;
+`L1FeeQuoter.op_share_wei`).
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections import OrderedDict
 from typing import Any
 
 from eth_abi.abi import decode
@@ -32,6 +40,9 @@ EP = contracts.load("EntryPoint").abi
 USER_OP_EVENT = EP.event_topic("UserOperationEvent")
 REVERT_REASON_EVENT = EP.event_topic("UserOperationRevertReason")
 BEFORE_EXECUTION_EVENT = EP.event_topic("BeforeExecution")
+# Bundle receipts kept, by (transaction hash, block hash): enough for the bundles of the
+# last few blocks, whose ops are the ones clients ask about.
+RECEIPTS_KEPT = 64
 
 
 class ReceiptReader:
@@ -46,22 +57,49 @@ class ReceiptReader:
         self.finality: Finality | None = None
         # Bundle transaction hash → the read of its receipt and the head under way.
         self._bundle_reads: dict[str, asyncio.Future[Any]] = {}
+        self._bundle_receipts: OrderedDict[tuple[str, str], dict[str, Any]] = OrderedDict()
+        self._head = -1  # the latest block number last read here
 
     async def _event_log(self, op_hash: bytes) -> tuple[dict[str, Any] | None, int]:
-        """The op's UserOperationEvent log, if any, and the head it was looked for from."""
-        latest = await self.eth.block_number()
-        logs = await self.eth.rpc.request(
-            "eth_getLogs",
-            [
-                {
-                    "address": self.entry_point,
-                    "topics": [to_hex(USER_OP_EVENT), to_hex(op_hash)],
-                    "fromBlock": hex(max(latest - self.lookback_blocks, 0)),
-                    "toBlock": "latest",
-                }
-            ],
-        )
+        """The op's UserOperationEvent log, if any, and the head it was looked for from.
+
+        After the first read, the head and the logs come in one batch: the lookback window
+        starts from the head read last time, which can only make it a few blocks wider."""
+
+        def query(latest: int) -> tuple[str, list[Any]]:
+            window = {
+                "address": self.entry_point,
+                "topics": [to_hex(USER_OP_EVENT), to_hex(op_hash)],
+                "fromBlock": hex(max(latest - self.lookback_blocks, 0)),
+                "toBlock": "latest",
+            }
+            return ("eth_getLogs", [window])
+
+        if self._head < 0:
+            latest = await self.eth.block_number()
+            logs = await self.eth.rpc.request(*query(latest))
+        else:
+            head, logs = await self.eth.rpc.batch([("eth_blockNumber", []), query(self._head)])
+            latest = int(head, 16)
+        self._head = max(self._head, latest)
         return (logs[-1] if logs else None), latest
+
+    async def _bundle_receipt(self, log: dict[str, Any]) -> dict[str, Any] | None:
+        """The receipt of the transaction that emitted `log`, in the block `log` names; None
+        if the node has it in no block or another one (reorged away between the reads)."""
+        key = (log["transactionHash"], log["blockHash"])
+        kept = self._bundle_receipts.get(key)
+        if kept is not None:
+            return kept
+        tx: dict[str, Any] | None = await self.eth.rpc.request(
+            "eth_getTransactionReceipt", [log["transactionHash"]]
+        )
+        if tx is None or tx["blockHash"] != log["blockHash"]:
+            return None
+        self._bundle_receipts[key] = tx
+        while len(self._bundle_receipts) > RECEIPTS_KEPT:
+            self._bundle_receipts.popitem(last=False)
+        return tx
 
     async def receipt(
         self, op_hash: bytes, l1_fees: L1FeeQuoter | None = None
@@ -111,7 +149,7 @@ class ReceiptReader:
     ) -> dict[str, Any] | None:
         """The receipt of the op whose UserOperationEvent `log` is (as `eth_getLogs` gives
         it), read when the chain's head was `head`; None if its block was reorged away."""
-        tx = await self.eth.rpc.request("eth_getTransactionReceipt", [log["transactionHash"]])
+        tx = await self._bundle_receipt(log)
         return await self._receipt(log, tx, head, l1_fees)
 
     async def _receipt(

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Self
 
 from entryway.chain.retry import RetryPolicy
-from entryway.chain.transport import NODE_MALFORMED, NodeTransport
+from entryway.chain.transport import NODE_MALFORMED, Decoder, NodeTransport
 from entryway.chain.transport import RpcTransportError as RpcTransportError
 from entryway.domain.evm import checksum, hex_to_bytes, to_hex
 from entryway.errors import EntrywayError
@@ -109,15 +109,24 @@ class JsonRpcClient:
         self._ids = itertools.count(1)
 
     async def request(
-        self, method: str, params: Sequence[JsonValue] = (), *, deadline_s: float | None = None
+        self,
+        method: str,
+        params: Sequence[JsonValue] = (),
+        *,
+        deadline_s: float | None = None,
+        decode: Decoder | None = None,
     ) -> JsonValue:
         """`deadline_s`, when given, bounds this call's exchanges instead of the client's
-        timeout."""
+        timeout; `decode`, when given, reads the answer's bytes instead of a JSON decoder
+        (`bundler.validation.struct_logs` reads traces that way)."""
         payload = {"jsonrpc": "2.0", "id": next(self._ids), "method": method, "params": params}
         if deadline_s is None and method in _TRACES:
             deadline_s = self.trace_timeout
         body = await self._transport.post(
-            payload, idempotent=self.retry.is_idempotent((method,)), deadline_s=deadline_s
+            payload,
+            idempotent=self.retry.is_idempotent((method,)),
+            deadline_s=deadline_s,
+            **({} if decode is None else {"decode": decode}),
         )
         if not isinstance(body, dict):
             raise _malformed(f"{method} answered with a {type(body).__name__}")
@@ -128,6 +137,17 @@ class JsonRpcClient:
     async def batch(self, calls: Sequence[tuple[str, Sequence[JsonValue]]]) -> list[JsonValue]:
         """Several calls in one JSON-RPC batch; results in the order asked. Retried as a
         whole only when every call in it may be."""
+        results = await self.batch_outcomes(calls)
+        for result in results:
+            if isinstance(result, RpcError):
+                raise result
+        return results
+
+    async def batch_outcomes(
+        self, calls: Sequence[tuple[str, Sequence[JsonValue]]]
+    ) -> list[JsonValue | RpcError]:
+        """As `batch`, but a call the node answers with an error gives its RpcError in its
+        place instead of raising (a batch of simulations, some of which revert)."""
         if not calls:
             return []
         first = next(self._ids)
@@ -147,14 +167,15 @@ class JsonRpcClient:
         if not isinstance(answers, list):
             raise _malformed("a batch answered with a single object")
         by_id = {a.get("id"): a for a in answers if isinstance(a, dict)}
-        results = []
+        results: list[JsonValue | RpcError] = []
         for i in range(len(calls)):
             answer = by_id.get(first + i)
             if answer is None:
                 raise _malformed(f"batch call {i} ({calls[i][0]}) unanswered")
             if "error" in answer:
-                raise RpcError.from_answer(answer["error"])
-            results.append(answer.get("result"))
+                results.append(RpcError.from_answer(answer["error"]))
+            else:
+                results.append(answer.get("result"))
         return results
 
     @property

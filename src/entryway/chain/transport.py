@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import aiohttp
@@ -25,6 +25,7 @@ log = logging.getLogger("entryway.chain")
 
 _JSON = {"content-type": "application/json"}
 KEEPALIVE_S = 4.0
+Decoder = Callable[[bytes], Any]
 
 # The connection was never made, so the request never left this host.
 _NOT_CONNECTED = (
@@ -94,10 +95,16 @@ class NodeTransport:
         return all(self.outages.is_down(e.index) for e in self.pool.endpoints)
 
     async def post(
-        self, payload: object, *, idempotent: bool, deadline_s: float | None = None
+        self,
+        payload: object,
+        *,
+        idempotent: bool,
+        deadline_s: float | None = None,
+        decode: Decoder = orjson.loads,
     ) -> Any:
         """The decoded JSON-RPC answer to `payload`, from the first endpoint that gives one.
-        `deadline_s`, when given, bounds each exchange instead of the transport's timeout.
+        `deadline_s`, when given, bounds each exchange instead of the transport's timeout;
+        `decode` reads the answer's bytes (a caller may read a large answer its own way).
 
         A call that is not `idempotent` (a write, or anything off the policy's allowlist) is
         never sent twice: it goes to the first endpoint in order, and moves to the next
@@ -110,7 +117,9 @@ class NodeTransport:
         deadline = self._timeout if deadline_s is None else self._deadline(deadline_s)
         for endpoint in self.pool.in_order():
             try:
-                return await self._through(endpoint, body, deadline, idempotent=idempotent)
+                return await self._through(
+                    endpoint, body, deadline, idempotent=idempotent, decode=decode
+                )
             except _NoAnswerError as failure:
                 self.pool.failed(endpoint)
                 self.failures += 1
@@ -122,13 +131,19 @@ class NodeTransport:
         raise RpcTransportError()
 
     async def _through(
-        self, endpoint: Endpoint, body: bytes, deadline: aiohttp.ClientTimeout, *, idempotent: bool
+        self,
+        endpoint: Endpoint,
+        body: bytes,
+        deadline: aiohttp.ClientTimeout,
+        *,
+        idempotent: bool,
+        decode: Decoder,
     ) -> Any:
         """One endpoint's turn: up to `attempts` tries, with backoff between them."""
         attempt = 1
         while True:
             try:
-                answer = await self._exchange(endpoint.url, body, deadline)
+                answer = await self._exchange(endpoint.url, body, deadline, decode)
             except _NoAnswerError as failure:
                 if (
                     attempt >= self.retry.attempts
@@ -154,7 +169,9 @@ class NodeTransport:
             self.outages.answered(endpoint.index)
             return answer
 
-    async def _exchange(self, url: str, body: bytes, deadline: aiohttp.ClientTimeout) -> Any:
+    async def _exchange(
+        self, url: str, body: bytes, deadline: aiohttp.ClientTimeout, decode: Decoder
+    ) -> Any:
         if self._session is None:
             # Idle connections are dropped before common servers drop them (uvicorn after
             # 5 s): a request written into a connection the server is closing fails.
@@ -177,15 +194,15 @@ class NodeTransport:
         except (aiohttp.ClientError, OSError) as exc:
             # A bare OSError (a reset mid-write) is a dropped connection like any other.
             raise _NoAnswerError(_describe(exc), retryable=True) from exc
-        return self._answer(status, content)
+        return self._answer(status, content, decode)
 
-    def _answer(self, status: int, content: bytes) -> Any:
+    def _answer(self, status: int, content: bytes, decode: Decoder = orjson.loads) -> Any:
         """The decoded body, if it is a JSON-RPC answer. One carried by an HTTP error status
         is still the node's answer (a revert must not be retried), except under 429:
         providers explain their rate limits in a JSON-RPC error, and the call never ran."""
         retryable = status in self.retry.retry_statuses
         try:
-            decoded = orjson.loads(content)
+            decoded = decode(content)
         except orjson.JSONDecodeError:
             decoded = None
         if status == 429:

@@ -169,3 +169,21 @@ async def test_an_op_whose_entity_code_changed_is_not_bundled(
         assert status["status"] == "dropped" and "COD-010" in status["reason"]
     finally:
         await harness.eth.rpc.request("anvil_setCode", [paymaster, to_hex(code)])
+
+
+async def test_the_second_validation_drops_an_op_its_account_broke_and_bundles_the_rest(
+    client: RpcClient, rules: RuleContracts, harness: Harness
+) -> None:
+    """Both ops are validated again in one batch before bundling: the one whose account no
+    longer validates is dropped, the other still goes."""
+    broken = await rules.account_op("")
+    fine = await rules.account_op("")
+    broken_hash = await client.send(broken)
+    fine_hash = await client.send(fine)
+    await harness.eth.rpc.request("anvil_setCode", [broken.sender, "0xfe"])  # INVALID
+    await client.bundle()
+    status = await client.result("entryway_getUserOperationStatus", broken_hash)
+    assert status["status"] == "dropped"
+    assert status["reason"].startswith("second validation failed")
+    receipt = await client.result("eth_getUserOperationReceipt", fine_hash)
+    assert receipt is not None and receipt["success"] is True

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
+
+from entryway.bundler.validation.struct_logs import ScannedSteps, decode_struct_logs
 from entryway.bundler.validation.trace import Phase, parse_struct_logs
 
 EP = "0x4337084D9E255Ff0702461CF8895CE9E3b5Ff108"
@@ -29,10 +32,44 @@ def call(op: str, depth: int, target: str, value: int = 0, args_size: int = 4) -
     return step(op, depth, 0, 0, args_size, 0, target, 50_000)
 
 
+def as_node_answer(steps: list[dict[str, Any]]) -> bytes:
+    """The steps as anvil's struct logger writes them in a debug_traceCall answer."""
+    logs = [
+        {"pc": i, "op": s["op"], "gas": 90_000 - i, "gasCost": 3, "depth": s["depth"]}
+        | {k: v for k, v in s.items() if k not in ("op", "depth")}
+        | {"refund": 0}
+        for i, s in enumerate(steps)
+    ]
+    result = {"failed": False, "gas": 21_000, "returnValue": "0x", "structLogs": logs}
+    return orjson.dumps({"jsonrpc": "2.0", "id": 7, "result": result})
+
+
 def walk(steps: list[dict[str, Any]], paymaster: str | None = None) -> Any:
-    return parse_struct_logs(
-        steps, entry_point=EP, sender_creator=CREATOR, sender=SENDER, paymaster=paymaster
-    )
+    """The walk over the decoded steps, which must find what the walk over the scanned
+    answer finds (the bundler's way of reading a node's trace)."""
+    where = {"entry_point": EP, "sender_creator": CREATOR, "sender": SENDER}
+    decoded = parse_struct_logs(steps, paymaster=paymaster, **where)
+    answer = decode_struct_logs(as_node_answer(steps))
+    scanned = answer["result"]["structLogs"]
+    assert isinstance(scanned, ScannedSteps)
+    assert parse_struct_logs(scanned, paymaster=paymaster, **where) == decoded
+    return decoded
+
+
+def test_a_scanned_answer_has_every_field_of_the_decoded_one() -> None:
+    steps = [step("PUSH1", 1, 5), step("CALL", 1, 0, 1), step("ADD", 2, error="OutOfGas")]
+    raw = as_node_answer(steps)
+    scanned = decode_struct_logs(raw)
+    assert isinstance(scanned["result"]["structLogs"], ScannedSteps)
+    assert scanned["result"]["structLogs"].errored == {2}
+    decoded = orjson.loads(raw)
+    assert list(scanned["result"]["structLogs"]) == decoded["result"]["structLogs"]
+    scanned["result"]["structLogs"] = decoded["result"]["structLogs"]
+    assert scanned == decoded
+    # Laid out otherwise (a step the scan cannot read): decoded whole, as before.
+    odd = raw.replace(b'"op":"ADD","gas"', b'"op":"ADD","extra":1,"gas"')
+    assert orjson.loads(odd) == decode_struct_logs(odd)
+    assert isinstance(decode_struct_logs(odd)["result"]["structLogs"], list)
 
 
 def test_account_phase_with_nested_helper_and_delegatecall() -> None:

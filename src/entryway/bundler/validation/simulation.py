@@ -35,6 +35,7 @@ from entryway.bundler.validation.rules import (
     StakeInfo,
     check,
 )
+from entryway.bundler.validation.struct_logs import decode_struct_logs
 from entryway.bundler.validation.trace import (
     KECCAK_COLLECTOR,
     ValidationTrace,
@@ -55,6 +56,10 @@ SIMULATION_GAS_CAP = 20_000_000
 # Simulate on the pending state: a bundle lands after what the node already holds, and a
 # transaction that funded a sender a moment ago may not be in the latest block yet.
 SIMULATION_BLOCK = "pending"
+# Calls per JSON-RPC batch. Each simulation carries EntryPointSimulations' code (about
+# 50 kB of hex) in its state override: 16 keep a batch under a megabyte, and hosted nodes'
+# caps on a batch's length (commonly 50 or more) out of reach. The batches go side by side.
+BATCH_CALLS = 16
 _STRUCT_LOGGER = {"disableStorage": True, "enableMemory": False, "enableReturnData": False}
 
 
@@ -131,6 +136,23 @@ class Simulator:
         data = _SIMULATE_VALIDATION + (32).to_bytes(32, "big") + op.abi_encoded()
         return await self._call("simulateValidation", data, extra)
 
+    def validation_request(
+        self, op: UserOperation, extra: dict[str, Any] | None
+    ) -> tuple[str, list[Any]] | None:
+        """`simulate_validation(op)` as one JSON-RPC call a batch can carry, with
+        `validation_result` reading its answer; None where the release's simulation is not
+        a plain eth_call returning its result."""
+        data = _SIMULATE_VALIDATION + (32).to_bytes(32, "big") + op.abi_encoded()
+        call = {"to": self.entry_point, "data": to_hex(data)}
+        return ("eth_call", [call, SIMULATION_BLOCK, self._override(extra)])
+
+    def validation_result(self, answer: Any) -> tuple[Any, ...]:
+        """What `simulate_validation` returns, from the answer to `validation_request`: a
+        result, or the RpcError the node gave for the call."""
+        if isinstance(answer, RpcError):
+            raise revert_error(answer.revert_data, answer.message) from None
+        return self.simulations.abi.decode_output("simulateValidation", hex_to_bytes(answer))
+
     async def _call(self, fn: str, data: bytes, extra: dict[str, Any] | None) -> tuple[Any, ...]:
         try:
             raw = await self.eth.call(
@@ -175,12 +197,16 @@ class Simulator:
         extra: dict[str, Any] | None,
     ) -> Any:
         options: dict[str, Any] = {"stateOverrides": {**(extra or {}), **override}}
-        if tracer is None:
-            options.update(_STRUCT_LOGGER)
-        else:
+        if tracer is not None:
             options["tracer"] = tracer
+            return await self.eth.rpc.request(
+                "debug_traceCall", [self._call_object(data), SIMULATION_BLOCK, options]
+            )
+        options.update(_STRUCT_LOGGER)
         return await self.eth.rpc.request(
-            "debug_traceCall", [self._call_object(data), SIMULATION_BLOCK, options]
+            "debug_traceCall",
+            [self._call_object(data), SIMULATION_BLOCK, options],
+            decode=decode_struct_logs,  # steps decoded only where the rules look
         )
 
 
@@ -339,6 +365,57 @@ class Validator:
             [("eth_getCode", [a, SIMULATION_BLOCK]) for a in ordered]
         )
         return tuple((a, keccak(hex_to_bytes(c))) for a, c in zip(ordered, codes, strict=True))
+
+    async def revalidate(
+        self,
+        ops: Sequence[UserOperation],
+        outcomes: Sequence[ValidationOutcome],
+        *,
+        now: int,
+        block: int,
+    ) -> tuple[list[ValidationOutcome | BaseException], list[str | None]]:
+        """The second validation of ops about to be bundled (untraced: the trace ran at
+        admission), each op's outcome or error; and COD-010 for each (`changed_code`, given
+        the `outcomes` of their admission). One JSON-RPC batch carries it all where the
+        release allows (a bundle of a hundred ops is one exchange with the node, not a
+        hundred); else the calls run side by side."""
+        requests = [self.simulator.validation_request(op, eip7702_override(op)) for op in ops]
+        if any(r is None for r in requests):
+            checks = asyncio.gather(
+                *(self.validate(op, now=now, block=block, trace=False) for op in ops),
+                return_exceptions=True,
+            )
+            results, changes = await asyncio.gather(checks, self.changed_code(outcomes))
+            return list(results), changes
+        addresses = sorted({a for outcome in outcomes for a, _ in outcome.code_hashes})
+        calls = [r for r in requests if r is not None]
+        calls += [("eth_getCode", [a, SIMULATION_BLOCK]) for a in addresses]
+        chunks = await asyncio.gather(
+            *(
+                self.simulator.eth.rpc.batch_outcomes(calls[at : at + BATCH_CALLS])
+                for at in range(0, len(calls), BATCH_CALLS)
+            )
+        )
+        answers: list[Any] = [answer for chunk in chunks for answer in chunk]
+        in_blocks = self.simulator.version is EntryPointVersion.V09
+        checked: list[ValidationOutcome | BaseException] = []
+        for answer in answers[: len(ops)]:
+            try:
+                outcome = _outcome(self.simulator.validation_result(answer))
+                check_outcome(outcome, now, block if in_blocks else None)
+                checked.append(outcome)
+            except BundlerError as exc:
+                checked.append(exc)
+        codes = answers[len(ops) :]
+        for code in codes:
+            if isinstance(code, RpcError):
+                raise code
+        now_hashes = {a: keccak(hex_to_bytes(c)) for a, c in zip(addresses, codes, strict=True)}
+        changes = [
+            next((a for a, h in outcome.code_hashes if now_hashes.get(a) != h), None)
+            for outcome in outcomes
+        ]
+        return checked, changes
 
     async def changed_code(self, outcomes: Sequence[ValidationOutcome]) -> list[str | None]:
         """COD-010 for ops about to be bundled: for each, the first contract whose code

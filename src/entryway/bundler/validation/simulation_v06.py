@@ -80,6 +80,11 @@ class SimulatorV06(Simulator):
         self.override = {}
         self.replay_override = {}
 
+    def validation_request(
+        self, op: UserOperation, extra: dict[str, Any] | None
+    ) -> tuple[str, list[Any]] | None:
+        return None  # v0.6 reverts with its result: simulate_validation reads it
+
     async def simulate_validation(
         self, op: UserOperation, extra: dict[str, Any] | None = None
     ) -> tuple[Any, ...]:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from entryway.bundler.validation.struct_logs import ScannedSteps
 from entryway.domain.evm import checksum
 
 CALLS = frozenset({"CALL", "CALLCODE", "DELEGATECALL", "STATICCALL"})
@@ -165,14 +166,18 @@ def parse_struct_logs(
     frames = [_Frame(depth=1, owner=_Owner(entry_point), phase=None)]
     unresolved: list[tuple[StorageAccess | CallAccess | CodeAccess | OpcodeUse, _Owner]] = []
     created_by_create2: list[tuple[PhaseTrace, _Owner]] = []
-    ops = [s["op"] for s in steps]
-    depths = [s["depth"] for s in steps]
+    if isinstance(steps, ScannedSteps):  # read off the raw answer: no step decoded yet
+        ops, depths, errored = steps.ops, steps.depths, steps.errored
+    else:
+        ops = [s["op"] for s in steps]
+        depths = [s["depth"] for s in steps]
+        errored = {i for i, s in enumerate(steps) if "error" in s}
     count = len(steps)
     last = count - 1
     visit = [
         i
         for i in range(count)
-        if ops[i] not in _PLAIN or (i < last and depths[i + 1] != depths[i]) or "error" in steps[i]
+        if ops[i] not in _PLAIN or (i < last and depths[i + 1] != depths[i]) or i in errored
     ]
     for i in visit:
         step = steps[i]
@@ -182,7 +187,7 @@ def parse_struct_logs(
         next_op = ops[i + 1] if next_depth == depth else None
         frame = frames[-1]
         frame.last_op = op
-        if "error" in step:
+        if i in errored:
             frame.errored = True
         stack: Sequence[str] = step.get("stack") or ()
         trace = frame.phase
