@@ -137,6 +137,23 @@ def _start_time(pid: int) -> str | None:
         return None
     # Fields after the command name, which is in parentheses and may hold spaces.
     fields = stat[stat.rindex(")") + 2 :].split()
-    if fields[0] in ("Z", "X"):
+    if fields[0] in ("Z", "X") and not _threads_running(pid):
         return None
     return fields[19]
+
+
+def _threads_running(pid: int) -> bool:
+    """Whether a thread of `pid` still runs. A multi-threaded process whose main thread has
+    exited shows as a zombie while its other threads, which still hold its sockets, finish."""
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return False
+    for task in tasks:
+        try:
+            stat = (task / "stat").read_text()
+        except OSError:
+            continue
+        if stat[stat.rindex(")") + 2 :].split()[0] not in ("Z", "X"):
+            return True
+    return False
