@@ -99,14 +99,16 @@ async def load(base: str, key: str, concurrency: int, seconds: float) -> dict[st
     }
 
 
-async def serve(url: str, devnet: Devnet, metering: str) -> tuple[asyncio.subprocess.Process, str]:
+async def serve(
+    url: str, devnet: Devnet, metering: str, request_log: str = "on"
+) -> tuple[asyncio.subprocess.Process, str]:
     chain = devnet.chains[0]
     port = free_port()
     deployment = json.dumps(asdict(chain.deployment))
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "bench.api_server", "--database-url", url,
         "--rpc-url", chain.rpc_url, "--chain-id", str(CHAIN_ID), "--deployment", deployment,
-        "--port", str(port), "--metering", metering,
+        "--port", str(port), "--metering", metering, "--request-log", request_log,
     )  # fmt: skip
     base = f"http://127.0.0.1:{port}"
     async with httpx.AsyncClient() as http:

@@ -1,5 +1,6 @@
 """The API as the benchmark serves it: one uvicorn process, a real database, one chain whose
-RPC is a running devnet, metering on or off. Run by bench/api.py, not by hand."""
+RPC is a running devnet, metering on or off, the request log on or off. Run by bench/api.py
+and bench/request_log_cost.py, not by hand."""
 
 from __future__ import annotations
 
@@ -31,6 +32,9 @@ def main() -> None:
     parser.add_argument("--deployment", required=True, help="JSON of the chain's Deployment")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--metering", choices=["on", "off"], default="on")
+    parser.add_argument(
+        "--request-log", choices=["on", "off"], default="on", help="off: no call is recorded"
+    )
     args = parser.parse_args()
     services = Services()
 
@@ -43,6 +47,8 @@ def main() -> None:
         await platform.meter.start()
         recorder = services.request_log
         assert recorder is not None
+        if args.request_log == "off":  # the service as it was before it kept a request log
+            services.request_log = None
         log_writer = asyncio.create_task(recorder.run_forever())  # as `entryway up` logs calls
         async with JsonRpcClient(args.rpc_url) as rpc:
             deployment = Deployment(**json.loads(args.deployment))

@@ -100,9 +100,11 @@ def create_app(
         code = _STATUS_CODES.get(exc.status_code, f"http_{exc.status_code}")
         return answer(request, Problem(exc.status_code, code, str(exc.detail)))
 
-    # Innermost: the rate-limit headers go on every answer, an error handler's included.
+    # Innermost: the rate-limit headers go on every answer, an error handler's included, and
+    # the answer's status and a refusal's body are noted for the request log.
     app.add_middleware(RateLimitHeaders)
-    # Added next, so innermost: the request log sees the caller authentication found.
+    # Added next, so just outside it: the request log sees the caller authentication found
+    # and what RateLimitHeaders noted of the answer.
     app.add_middleware(CallRecording, services=services)
     # Added last, so outermost: EdgeMiddleware sees every answer, BodyGuard's included.
     app.add_middleware(BodyGuard, limits=limits, is_json_rpc=_is_json_rpc)

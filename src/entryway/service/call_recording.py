@@ -2,7 +2,8 @@
 status, problem code and detail, latency), JSON-RPC calls one by one by the RPC route (method,
 error code, message and explanation, and for UserOperation calls the sender, nonce and
 userOpHash). Only authenticated calls are logged: the project is the key's, and only the key's
-prefix is kept. Recording appends to memory; it never waits for the database."""
+prefix is kept. Recording appends to memory; it never waits for the database, and it wraps
+nothing of the request: what it needs of the answer, `RateLimitHeaders` notes as it sends it."""
 
 from __future__ import annotations
 
@@ -11,54 +12,47 @@ from datetime import UTC, datetime
 from typing import Any
 
 import orjson
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from entryway.domain.explanations import explain
+from entryway.service.rate_limit_headers import ANSWER_STATUS, REFUSAL_BODY
 from entryway.service.revert_text import revert_text
 from entryway.service.services import Services
 from entryway.storage.request_log import LoggedCall
 from entryway.storage.store import Caller
 
 MAX_MESSAGE = 500  # characters of an error's message kept
-_PROBLEM_BODY = 8192  # bytes of a refusal's body read for its code and detail
 RPC_LOGGED = "rpc_logged"  # on the request's state once the JSON-RPC route logged a call
 
 
 class CallRecording:
     """ASGI middleware logging every authenticated REST call (JSON-RPC is logged per call by
-    its route). The caller is what authentication left on the request's state."""
+    its route). The caller is what authentication left on the request's state; the answer's
+    status and a refusal's body are what `RateLimitHeaders`, inside this one, noted there."""
 
     def __init__(self, app: ASGIApp, *, services: Services) -> None:
         self.app = app
         self.services = services
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        recorder = self.services.request_log
+        if scope["type"] != "http" or recorder is None:
             await self.app(scope, receive, send)
             return
         started = time.perf_counter_ns()
-        status = 500  # an exception the edge turns into a 500
-        refusal = bytearray()
-
-        async def watched(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = int(message["status"])
-            elif message["type"] == "http.response.body" and status >= 400:
-                refusal.extend(message.get("body", b"")[: _PROBLEM_BODY - len(refusal)])
-            await send(message)
-
         try:
-            await self.app(scope, receive, watched)
+            await self.app(scope, receive, send)
         finally:
             state = scope.get("state") or {}
             caller = state.get("caller")
-            recorder = self.services.request_log
             # A JSON-RPC call is logged by its route; here only a request refused before
             # any call ran (rate limit, chain access), as `POST /rpc/{chain_id}`.
-            if isinstance(caller, Caller) and recorder is not None and not state.get(RPC_LOGGED):
+            if isinstance(caller, Caller) and not state.get(RPC_LOGGED):
+                # No answer started: an exception the edge turns into a 500.
+                status = int(state.get(ANSWER_STATUS, 500))
                 route = getattr(scope.get("route"), "path", None) or "unrouted"
-                code, detail = _problem(bytes(refusal)) if status >= 400 else (None, None)
+                refusal = bytes(state.get(REFUSAL_BODY, b""))
+                code, detail = _problem(refusal) if status >= 400 else (None, None)
                 recorder.record(
                     LoggedCall(
                         project_id=caller.project_id,
