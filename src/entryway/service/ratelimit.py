@@ -1,5 +1,7 @@
-"""Rate limits per project by plan, with the `limits` library: in memory by default, shared
-through Redis when ENTRYWAY_REDIS_URL is set (several API processes then count together).
+"""Rate limits per project by plan, in sliding windows: in memory by default (the `limits`
+library's sliding window counter), shared through Redis when ENTRYWAY_REDIS_URL is set
+(several API processes then count together; `shared_window` runs the same arithmetic there in
+one round trip a decision, under keys `entryway:ratelimit:*`).
 
 A project's keys share its limits: minting more keys buys no more requests. A request over
 the limit gets 429 with Retry-After; every limited answer carries the RateLimit-Limit /
@@ -19,10 +21,11 @@ from dataclasses import dataclass
 
 import redis.asyncio as redis
 from limits import RateLimitItem, parse
-from limits.aio.storage import MemoryStorage, RedisStorage, Storage
+from limits.aio.storage import MemoryStorage
 from limits.aio.strategies import SlidingWindowCounterRateLimiter
 
 from entryway.domain.plans import PlanName
+from entryway.service.shared_window import RedisWindows
 
 # Documented defaults (docs/api.md, "Rate limits"); every value is configuration.
 DEFAULT_LIMITS: dict[PlanName, str] = {
@@ -91,16 +94,11 @@ class RateLimiter:
         # Our own Redis pool, so that stopping the service closes its connections.
         self._pool = redis.ConnectionPool.from_url(redis_url) if redis_url else None
         self._shared: redis.Redis | None = None
-        self.storage: Storage = (
-            RedisStorage(
-                _async_uri(str(redis_url)),
-                implementation="redispy",
-                connection_pool=self._pool,  # type: ignore[arg-type]  # typed as plain options
-            )
-            if self._pool is not None
-            else MemoryStorage()
-        )
-        self.strategy = SlidingWindowCounterRateLimiter(self.storage)
+        client = self.shared_redis()
+        self._windows = RedisWindows(client) if client is not None else None
+        # Counts without Redis: this process's own.
+        self._memory = MemoryStorage()
+        self._in_memory = SlidingWindowCounterRateLimiter(self._memory)
 
     async def hit(self, plan: PlanName, project_id: str, cost: int = 1) -> Decision:
         """Count `cost` requests of the project, all or none: refused if they do not all fit
@@ -112,8 +110,12 @@ class RateLimiter:
         return await self._hit(self.heavy_items[plan], "heavy", project_id, 1)
 
     async def _hit(self, item: RateLimitItem, kind: str, project_id: str, cost: int) -> Decision:
-        allowed = await self.strategy.hit(item, kind, project_id, cost=cost)
-        stats = await self.strategy.get_window_stats(item, kind, project_id)
+        if self._windows is not None:
+            window = f"{kind}:{project_id}:{item.amount}/{item.multiples}{item.GRANULARITY.name}"
+            counted = await self._windows.hit(window, item.amount, item.get_expiry(), cost)
+            return Decision(counted.allowed, item.amount, counted.remaining, counted.reset_seconds)
+        allowed = await self._in_memory.hit(item, kind, project_id, cost=cost)
+        stats = await self._in_memory.get_window_stats(item, kind, project_id)
         reset = max(math.ceil(stats.reset_time - time.time()), 0)
         return Decision(allowed, item.amount, max(stats.remaining, 0), reset)
 
@@ -144,12 +146,11 @@ class RateLimiter:
         return self._shared
 
     async def reset(self) -> None:
-        await self.storage.reset()
+        """Forget every count: in Redis, every process's."""
+        if self._windows is not None:
+            await self._windows.reset()
+        await self._memory.reset()
 
     async def aclose(self) -> None:
         if self._pool is not None:
             await self._pool.aclose()
-
-
-def _async_uri(url: str) -> str:
-    return url if url.startswith("async+") else f"async+{url}"

@@ -10,7 +10,7 @@ import asyncio
 from dataclasses import dataclass
 from functools import partial
 
-from limits.aio.storage import RedisStorage
+import redis.asyncio as redis
 from sqlalchemy import text
 
 from entryway.chain.rpc import RpcTransportError
@@ -34,8 +34,9 @@ def service_checks(services: Services, settings: ReadinessSettings) -> dict[str,
         limiter = services.platform.limiter
     except RuntimeError:  # not started: the database check says so
         limiter = None
-    if limiter is not None and isinstance(limiter.storage, RedisStorage):
-        checks["redis"] = partial(_redis, limiter.storage)
+    shared = limiter.shared_redis() if limiter is not None else None
+    if shared is not None:
+        checks["redis"] = partial(_redis, shared)
     for chain_id, chain in sorted(services.chains.items()):
         checks[f"chain.{chain_id}.rpc"] = partial(_rpc, chain)
         if chain.bundling.executors:  # none but where the chain's leader runs in process
@@ -57,9 +58,11 @@ async def _database(services: Services) -> str:
     return f"{engine.dialect.name} answered"
 
 
-async def _redis(storage: RedisStorage) -> str:
-    if not await storage.check():
-        raise NotReadyError("no answer to PING")
+async def _redis(client: redis.Redis) -> str:
+    try:
+        await client.ping()
+    except (OSError, redis.RedisError):  # the text may name the URL: say what failed
+        raise NotReadyError("no answer to PING") from None
     return "answered PING"
 
 

@@ -1,0 +1,191 @@
+"""Rate limits shared through Redis (the machine's server; skipped loudly without one, except
+under CI): the same answers as the limits kept in memory, in one round trip a decision, one
+count for every process, and a reset that forgets it. Each test counts for projects of its
+own, so nothing that ran before, or runs beside it, weighs on its windows."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+import redis.asyncio as redis
+from redis.asyncio.connection import AbstractConnection
+
+from entryway.domain.plans import PlanName
+from entryway.service.ratelimit import DEFAULT_HEAVY_LIMITS, Decision, RateLimiter, parse_limits
+from entryway.service.shared_window import PREFIX, RedisWindows
+from tests.integration.api.test_rate_limits import redis_url
+
+# A day: the tests never wait for a window to pass, and one never ends under them (see
+# `clear_of_day_edge`).
+LIMITS = {**parse_limits(""), PlanName.FREE: "10/day", PlanName.PRO: "4/day"}
+HEAVY = {**DEFAULT_HEAVY_LIMITS, PlanName.FREE: "2/day"}
+
+
+async def clear_of_day_edge(margin_s: float = 5.0) -> None:
+    """Wait for the next day when this one (UTC) ends within `margin_s`: both kinds of
+    window are whole days from the epoch, and one ending between two hits would free them."""
+    left = 86400 - time.time() % 86400
+    if left < margin_s:
+        await asyncio.sleep(left + 0.05)
+
+
+def project() -> str:
+    return f"test-{secrets.token_hex(6)}"
+
+
+@pytest.fixture
+async def shared() -> AsyncIterator[RateLimiter]:
+    limiter = RateLimiter(LIMITS, await redis_url(), heavy_by_plan=HEAVY)
+    await clear_of_day_edge()
+    yield limiter
+    await limiter.aclose()
+
+
+def seen(decision: Decision) -> tuple[bool, int]:
+    assert decision.remaining >= 0
+    assert 0 <= decision.reset_seconds <= 86400
+    assert decision.limit in (10, 4, 2)
+    return decision.allowed, decision.remaining
+
+
+async def test_redis_answers_as_the_limits_kept_in_memory(shared: RateLimiter) -> None:
+    memory = RateLimiter(LIMITS, heavy_by_plan=HEAVY)
+    pid = project()
+    answers: dict[str, list[tuple[int, int]]] = {}
+    for name, limiter in (("memory", memory), ("redis", shared)):
+        hits = [
+            # 11 is over the limit whatever the count; 5 does not fit past 8 and is not
+            # counted, so the 2 after it still fit.
+            *[await limiter.hit(PlanName.FREE, pid, cost) for cost in (1, 3, 4, 5, 11, 2, 1)],
+            await limiter.hit_heavy(PlanName.FREE, pid),
+            await limiter.hit_heavy(PlanName.FREE, pid),
+            await limiter.hit_heavy(PlanName.FREE, pid),
+        ]
+        # A batch's calls: all at once when they fit, else one at a time while they do.
+        granted = [await limiter.grant(PlanName.PRO, pid, wanted) for wanted in (2, 3, 1)]
+        answers[name] = [seen(d) for d in hits] + [(n, seen(d)[1]) for n, d in granted]
+    assert answers["redis"] == answers["memory"]
+    assert answers["redis"] == [
+        (True, 9), (True, 6), (True, 2), (False, 2), (False, 2), (True, 0), (False, 0),
+        (True, 1), (True, 0), (False, 0),
+        (2, 2), (2, 0), (0, 0),
+    ]  # fmt: skip
+
+    # The reset: until the day ends, the same second on both.
+    decisions = [await lim.hit(PlanName.FREE, project()) for lim in (memory, shared)]
+    resets = [d.reset_seconds for d in decisions]
+    assert abs(resets[0] - resets[1]) <= 1
+    assert resets[1] == pytest.approx(86400 - time.time() % 86400, abs=2)
+
+
+async def redis_now(client: redis.Redis) -> float:
+    seconds, micros = await client.time()
+    return float(seconds) + micros / 1_000_000
+
+
+async def test_the_previous_window_weighs_by_its_share_still_in_the_sliding_window() -> None:
+    client = redis.from_url(await redis_url())
+    windows = RedisWindows(client)
+    period, limit, before = 3600, 100, 60
+    name = project()
+    try:
+        # A previous hour of 60 requests, as a process left it; not in an hour's last seconds.
+        start = await redis_now(client)
+        if period - start % period < 2:
+            await asyncio.sleep(period - start % period + 0.05)
+            start = await redis_now(client)
+        window = int(start // period)
+        await client.hset(PREFIX + name, mapping={"window": window - 1, "current": before})
+        counted = await windows.hit(name, limit, period, 1)
+        end = await redis_now(client)
+        assert int(end // period) == window
+        # `limits`: the previous count times the share of it still in the window, rounded
+        # down, plus this window's.
+        weighed = sorted(int(before * (period - t % period) / period) for t in (start, end))
+        assert weighed[0] <= limit - counted.remaining - 1 <= weighed[1]
+        assert counted.allowed
+        # The previous window frees one request every period/60 s, before this window ends.
+        assert 0 <= counted.reset_seconds <= period // before
+        stored = await client.hgetall(PREFIX + name)
+        assert stored == {b"window": str(window).encode(), b"current": b"1", b"previous": b"60"}
+        assert 0 < await client.pttl(PREFIX + name) <= 2 * period * 1000
+
+        # A count older than the previous window weighs nothing.
+        await client.hset(PREFIX + name, mapping={"window": window - 2, "current": limit})
+        full = await windows.hit(name, limit, period, limit)
+        assert (full.allowed, full.remaining) == (True, 0)
+    finally:
+        await client.delete(PREFIX + name)
+        await client.aclose()
+
+
+class Sent:
+    """The commands a process sends to Redis, and the writes that carry them."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.commands: list[str] = []
+        self.writes = 0
+        send_command, send_packed = (
+            AbstractConnection.send_command,
+            AbstractConnection.send_packed_command,
+        )
+
+        async def command(conn: AbstractConnection, *args: Any, **kwargs: Any) -> None:
+            self.commands.append(str(args[0]).upper())
+            await send_command(conn, *args, **kwargs)
+
+        async def packed(conn: AbstractConnection, *args: Any, **kwargs: Any) -> None:
+            self.writes += 1
+            await send_packed(conn, *args, **kwargs)
+
+        monkeypatch.setattr(AbstractConnection, "send_command", command)
+        monkeypatch.setattr(AbstractConnection, "send_packed_command", packed)
+
+    async def during(self, decide: Callable[[], Any]) -> tuple[list[str], int]:
+        self.commands, self.writes = [], 0
+        await decide()
+        return self.commands, self.writes
+
+
+async def test_a_decision_is_one_round_trip(
+    shared: RateLimiter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pid = project()
+    await shared.hit(PlanName.PRO, pid)  # connects, and loads the script if Redis lacks it
+    sent = Sent(monkeypatch)
+    one = (["EVALSHA"], 1)
+    assert await sent.during(lambda: shared.hit(PlanName.PRO, pid, cost=2)) == one
+    assert await sent.during(lambda: shared.hit_heavy(PlanName.PRO, pid)) == one
+    assert await sent.during(lambda: shared.grant(PlanName.PRO, pid, 1)) == one
+    assert await sent.during(lambda: shared.hit(PlanName.PRO, pid)) == one  # refused
+
+
+async def test_two_api_processes_count_together_and_a_reset_forgets() -> None:
+    # The reset forgets every window of its Redis database: the test takes one of its own.
+    url = urlsplit(await redis_url())._replace(path="/14").geturl()
+    first, second = (RateLimiter(LIMITS, url) for _ in range(2))
+    pid = project()
+    try:
+        await clear_of_day_edge()
+        costs = (3, 3, 3, 3, 1)
+        decisions = [
+            await (first, second)[n % 2].hit(PlanName.FREE, pid, cost)
+            for n, cost in enumerate(costs)
+        ]
+        assert [seen(d) for d in decisions] == [
+            (True, 7), (True, 4), (True, 1), (False, 1), (True, 0),
+        ]  # fmt: skip
+        await second.reset()
+        client = first.shared_redis()
+        assert client is not None
+        assert [k async for k in client.scan_iter(match=f"{PREFIX}*")] == []
+        assert seen(await first.hit(PlanName.FREE, pid, 10)) == (True, 0)
+    finally:
+        await first.aclose()
+        await second.aclose()
