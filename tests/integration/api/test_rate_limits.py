@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+import uuid
 from collections.abc import AsyncIterator
 
 import pytest
@@ -77,7 +78,7 @@ async def test_two_api_processes_share_the_count_through_redis() -> None:
     url = await redis_url()
     await clear_of_minute_edge()
     first, second = RateLimiter(LIMITS, url), RateLimiter(LIMITS, url)
-    key = f"shared-{id(first)}"
+    key = f"shared-{uuid.uuid4().hex}"  # fresh: no earlier run's windows
     try:
         decisions = [await lim.hit(PlanName.FREE, key) for lim in (first, second, first, second)]
     finally:
