@@ -26,6 +26,7 @@ from entryway.observability.readiness import Readiness
 from entryway.service.body_guard import BodyGuard
 from entryway.service.call_recording import CallRecording
 from entryway.service.edge import EdgeMiddleware, with_request_id
+from entryway.service.json_rpc_shortcut import JsonRpcShortcut, json_rpc_route
 from entryway.service.limits import RequestLimits
 from entryway.service.problems import Problem
 from entryway.service.rate_limit_headers import RateLimitHeaders
@@ -100,8 +101,11 @@ def create_app(
         code = _STATUS_CODES.get(exc.status_code, f"http_{exc.status_code}")
         return answer(request, Problem(exc.status_code, code, str(exc.detail)))
 
-    # Innermost: the rate-limit headers go on every answer, an error handler's included, and
-    # the answer's status and a refusal's body are noted for the request log.
+    # Innermost: JSON-RPC calls straight to their route's endpoint (`json_rpc_shortcut`).
+    chain_router = chain_routes(("", f"/{API_VERSION}"))
+    app.add_middleware(JsonRpcShortcut, route=json_rpc_route(chain_router))
+    # Next: the rate-limit headers go on every answer, an error handler's included, and the
+    # answer's status and a refusal's body are noted for the request log.
     app.add_middleware(RateLimitHeaders)
     # Added next, so just outside it: the request log sees the caller authentication found
     # and what RateLimitHeaders noted of the answer.
@@ -122,7 +126,7 @@ def create_app(
         return {"status": "ok", "chains": sorted(services.chains)}
 
     app.include_router(operations_routes(services, ready, metrics, metrics_token=metrics_token))
-    app.include_router(chain_routes(("", f"/{API_VERSION}")))
+    app.include_router(chain_router)
     app.include_router(op_routes())
     app.include_router(platform_routes())
     app.include_router(billing_routes())
