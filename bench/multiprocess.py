@@ -27,8 +27,9 @@ keep-alive connections (bench/rawhttp.py), the connections spread evenly over 1,
 process is its user + system time over warm-up and run, divided by their wall time.
 
 Run: `make bench-multiprocess` (or `python -m bench.multiprocess --write-doc`);
-`--bundling-only` runs the standalone and `entryway api` columns alone, `--api-only` the API
-replicas' part alone (both print, and write nothing).
+`--bundling-only` runs the standalone and `entryway api` columns alone (`--rounds N`: N pairs
+in turn, and the medians), `--api-only` the API replicas' part alone (both print, and write
+nothing).
 """
 
 from __future__ import annotations
@@ -279,6 +280,36 @@ def report(
     return lines
 
 
+async def accept_rounds(args: argparse.Namespace, load_before: float) -> list[str]:
+    """The two columns the accept's latency is compared across, alone: --rounds pairs, the
+    standalone and `entryway api` in turn (a drift of the machine falls on both alike), and
+    the median of each figure over the rounds. Printed, never written."""
+    pairs = []
+    for _ in range(args.rounds):
+        standalone = await standalone_bundling(args)
+        multi = await multiprocess_bundling(args)
+        pairs.append((standalone, multi))
+        print(
+            f"accept p50: standalone {standalone['accept_p50_ms']:.0f} ms, intake "
+            f"{multi['accept_p50_ms']:.0f} ms",
+            flush=True,
+        )
+
+    def median(side: int, key: str) -> float:
+        return statistics.median(pair[side][key] for pair in pairs)
+
+    ratios = sorted(m["accept_p50_ms"] / s["accept_p50_ms"] for s, m in pairs)
+    return [
+        f"{args.rounds} rounds, medians: accept p50 standalone {median(0, 'accept_p50_ms'):.0f} "
+        f"ms, intake {median(1, 'accept_p50_ms'):.0f} ms "
+        f"({median(1, 'accept_p50_ms') / median(0, 'accept_p50_ms'):.2f}x; each round's ratio "
+        f"{', '.join(f'{r:.2f}' for r in ratios)}); send-to-receipt p50 "
+        f"{median(0, 'p50_s'):.2f} s / {median(1, 'p50_s'):.2f} s; included ops/s "
+        f"{median(0, 'included_ops_per_s'):.1f} / {median(1, 'included_ops_per_s'):.1f}; load "
+        f"{load_before:.2f} -> {os.getloadavg()[0]:.2f}"
+    ]
+
+
 async def main(args: argparse.Namespace) -> list[str]:
     task = asyncio.current_task()
     assert task is not None
@@ -287,21 +318,12 @@ async def main(args: argparse.Namespace) -> list[str]:
     started = datetime.now(UTC)
     if args.api_only:  # the API replicas' table alone, printed
         return [str(r) for r in await api_replicas(args)]
+    if args.bundling_only:
+        return await accept_rounds(args, load_before[0])
     standalone = await standalone_bundling(args)
     print("standalone:", standalone, flush=True)
     multi = await multiprocess_bundling(args)
     print("multi-process:", multi, flush=True)
-    if args.bundling_only:
-        # The two columns the accept's latency is compared across, nothing else.
-        ratio = multi["accept_p50_ms"] / standalone["accept_p50_ms"]
-        load = os.getloadavg()[0]
-        return [
-            f"accept p50: standalone {standalone['accept_p50_ms']:.0f} ms, intake "
-            f"{multi['accept_p50_ms']:.0f} ms ({ratio:.2f}x); send-to-receipt p50 "
-            f"{standalone['p50_s']:.2f} s / {multi['p50_s']:.2f} s; included ops/s "
-            f"{standalone['included_ops_per_s']:.1f} / {multi['included_ops_per_s']:.1f}; "
-            f"load {load_before[0]:.2f} -> {load:.2f}"
-        ]
     one = await one_process_bundling(args)
     print("one process:", one, flush=True)
     replicas = await api_replicas(args)
@@ -327,6 +349,9 @@ if __name__ == "__main__":
         "--bundling-only",
         action="store_true",
         help="run the standalone and `entryway api` (intake) columns alone; print, never write",
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="with --bundling-only: pairs of runs, medians"
     )
     parser.add_argument(
         "--api-only", action="store_true", help="run the API replicas' part alone; print only"
