@@ -13,6 +13,14 @@ process's CPU (user + system, from /proc) is divided by the requests it answered
 parts, warm-ups included: what a request costs the server, which the machine's other work
 moves less than throughput. The figures are the medians of the rounds; "cost" is with over without.
 
+In process (`--in-process`, the method of the second table): the same app built in this
+process (`create_app` over a Store on the same kind of database, metering and the
+rate limiter on, the chain's node the devnet's), and `GET /get-sdk-defaults` handed to it as
+ASGI calls, one after another, with nothing between (no socket, no HTTP client): blocks of
+--block calls with the recorder and without it in turn, --blocks of each; this process's CPU
+per call, the median block of each side. What recording adds to a call is then the
+difference, free of the load generator and of the machine's other work.
+
 Run: `python -m bench.request_log_cost` (add `--write-doc` to refresh docs/benchmarks.md).
 """
 
@@ -23,15 +31,23 @@ import asyncio
 import os
 import statistics
 import tempfile
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from bench.api import CHAIN_ID, drop_database, fresh_database, serve, tenant
 from bench.docs import write_section
 from bench.multiprocess import commit, machine
 from bench.processes import cpu_seconds
 from bench.rawhttp import drive
+from entryway.bundler.rpc_methods import BundlerRpc
+from entryway.chain.rpc import EthClient, JsonRpcClient
 from entryway.devnet.devnet import Devnet
+from entryway.service.app import create_app
+from entryway.service.ratelimit import RateLimiter, parse_limits
+from entryway.service.services import ChainRuntime, Services
+from entryway.storage.engine import make_engine
+from entryway.storage.store import Store
 
 SIDES = ("off", "on")
 OK = b"HTTP/1.1 200"
@@ -66,24 +82,97 @@ async def one_run(url: str, devnet: Devnet, key: str, log: str, args: Any) -> di
     }
 
 
+async def asgi_calls(app: Any, key: str, count: int) -> None:
+    """`count` metered reads handed to `app` directly; each must answer 200."""
+    scope = {
+        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET",
+        "scheme": "http", "path": "/get-sdk-defaults", "raw_path": b"/get-sdk-defaults",
+        "query_string": f"chainId={CHAIN_ID}".encode(), "root_path": "",
+        "headers": [(b"host", b"127.0.0.1"), (b"authorization", f"Bearer {key}".encode())],
+        "client": ("127.0.0.1", 50000), "server": ("127.0.0.1", 8000),
+    }  # fmt: skip
+    request: dict[str, Any] = {"type": "http.request", "body": b"", "more_body": False}
+    statuses: list[int] = []
+
+    async def receive() -> dict[str, Any]:
+        return request
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            statuses.append(message["status"])
+
+    for _ in range(count):
+        await app(dict(scope), receive, send)
+    if set(statuses) != {200}:
+        raise RuntimeError(f"the read answered {sorted(set(statuses))}")
+
+
+async def in_process(kind: str, url: str, devnet: Devnet, key: str, args: Any) -> str:
+    engine = make_engine(url)
+    services = Services()
+    limiter = RateLimiter(parse_limits("FREE=1000000/second"))
+    platform = services.attach(Store(engine), limiter=limiter, metering=True)
+    await platform.meter.start()
+    recorder = services.request_log
+    chain = devnet.chains[0]
+    per_call: dict[str, list[float]] = {side: [] for side in SIDES}
+    try:
+        async with JsonRpcClient(chain.rpc_url) as rpc:
+            services.chains[CHAIN_ID] = ChainRuntime(
+                CHAIN_ID, chain.rpc_url, chain.deployment, cast(BundlerRpc, None), EthClient(rpc)
+            )
+            app = create_app(services)
+            await asgi_calls(app, key, args.block)  # warm-up: caches, the node's health
+            for _ in range(args.blocks):
+                for side in SIDES:
+                    services.request_log = recorder if side == "on" else None
+                    started = time.process_time()
+                    await asgi_calls(app, key, args.block)
+                    per_call[side].append(1e6 * (time.process_time() - started) / args.block)
+                    if recorder is not None:
+                        await recorder.flush()  # as its writer does every second
+    finally:
+        await platform.meter.stop()
+        await limiter.aclose()
+        await engine.dispose()
+    off, on = (statistics.median(per_call[side]) for side in SIDES)
+    added = f"{on - off:+.1f} µs ({100 * (on / off - 1):+.1f}%)"
+    return f"| {kind} | {off:.1f} µs | {on:.1f} µs | {added} |"
+
+
 async def main(args: argparse.Namespace) -> list[str]:
     load_before = os.getloadavg()[0]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         async with Devnet(Path(tmp), [CHAIN_ID], base_port=0) as devnet:
-            for kind in ("sqlite", "postgresql"):
+            for kind in args.databases.split(","):
                 url, name = await fresh_database(kind, Path(tmp))
                 runs: dict[str, list[dict[str, float]]] = {side: [] for side in SIDES}
                 try:
                     _, key = await tenant(url)
+                    if args.in_process:
+                        rows.append(await in_process(kind, url, devnet, key, args))
+                        print(rows[-1], flush=True)
+                        continue
                     for _ in range(args.rounds):
                         for side in SIDES:
                             runs[side].append(await one_run(url, devnet, key, side, args))
                             print(kind, side, runs[side][-1], flush=True)
                 finally:
                     await drop_database(name)
-                rows.append(_row(kind, runs))
+                if not args.in_process:
+                    rows.append(_row(kind, runs))
     load_after = os.getloadavg()[0]
+    if args.in_process:
+        return [
+            f"In process, measured at {commit()}; {machine()}; {args.blocks} blocks of "
+            f"{args.block} calls on each side. Load average (1 min) {load_before:.2f} before, "
+            f"{load_after:.2f} after.",
+            "",
+            "| database | CPU per call, without the log | with it | recording adds |",
+            "|---|---|---|---|",
+            *rows,
+        ]
     return [
         f"Measured at {commit()}; {machine()}; {args.rounds} rounds, {args.seconds:.0f} s per "
         f"part, {args.concurrency} connections. Load average (1 min) {load_before:.2f} before, "
@@ -119,6 +208,10 @@ if __name__ == "__main__":
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=6)
     parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--databases", default="sqlite,postgresql", help="comma-separated")
+    parser.add_argument("--in-process", action="store_true", help="ASGI calls in this process")
+    parser.add_argument("--blocks", type=int, default=15)
+    parser.add_argument("--block", type=int, default=2000)
     parser.add_argument("--write-doc", action="store_true")
     arguments = parser.parse_args()
     table = asyncio.run(main(arguments))

@@ -51,8 +51,9 @@ class CallRecording:
                 # No answer started: an exception the edge turns into a 500.
                 status = int(state.get(ANSWER_STATUS, 500))
                 route = getattr(scope.get("route"), "path", None) or "unrouted"
-                refusal = bytes(state.get(REFUSAL_BODY, b""))
-                code, detail = _problem(refusal) if status >= 400 else (None, None)
+                code, detail = (
+                    _problem(bytes(state.get(REFUSAL_BODY, b""))) if status >= 400 else (None, None)
+                )
                 recorder.record(
                     LoggedCall(
                         project_id=caller.project_id,
