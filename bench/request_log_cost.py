@@ -16,7 +16,8 @@ moves less than throughput. The figures are the medians of the rounds; "cost" is
 In process (`--in-process`, the method of the second table): the same app built in this
 process (`create_app` over a Store on the same kind of database, metering and the
 rate limiter on, the chain's node the devnet's), and `GET /get-sdk-defaults` handed to it as
-ASGI calls, one after another, with nothing between (no socket, no HTTP client): blocks of
+ASGI calls, one after another, with nothing between (no socket, no HTTP client), the garbage
+collector settled as the service's processes settle it: blocks of
 --block calls with the recorder and without it in turn, --blocks of each; this process's CPU
 per call, the median block of each side. What recording adds to a call is then the
 difference, free of the load generator and of the machine's other work.
@@ -42,6 +43,7 @@ from bench.processes import cpu_seconds
 from bench.rawhttp import drive
 from entryway.bundler.rpc_methods import BundlerRpc
 from entryway.chain.rpc import EthClient, JsonRpcClient
+from entryway.composition.collector import settle_collector
 from entryway.devnet.devnet import Devnet
 from entryway.service.app import create_app
 from entryway.service.ratelimit import RateLimiter, parse_limits
@@ -123,6 +125,7 @@ async def in_process(kind: str, url: str, devnet: Devnet, key: str, args: Any) -
             )
             app = create_app(services)
             await asgi_calls(app, key, args.block)  # warm-up: caches, the node's health
+            settle_collector()  # as every service process does once started
             for _ in range(args.blocks):
                 for side in SIDES:
                     services.request_log = recorder if side == "on" else None
