@@ -7,7 +7,7 @@ STAMP := $(VENV)/.stamp
 NPM_STAMP := node_modules/.stamp
 DATA_DIR ?= .entryway
 
-.PHONY: chromium setup run test lint typecheck format contracts lock bench-gas bench-bundler bench-bundler-versions bench-api bench-multiprocess bench-notary bench-sponsor bench-costs clean devnet
+.PHONY: chromium setup run test lint typecheck format contracts lock bench-gas bench-bundler bench-bundler-versions bench-api bench-multiprocess bench-request-log bench-poll-cost bench-notary bench-sponsor bench-costs clean devnet
 
 setup: $(STAMP) $(NPM_STAMP) chromium
 
@@ -85,6 +85,14 @@ bench-api: setup
 
 bench-multiprocess: setup
 	$(BIN)/python -m bench.multiprocess --write-doc
+
+# What recording a call in the request log costs a request (in process; figures written).
+bench-request-log: setup
+	$(BIN)/python -m bench.request_log_cost --in-process --write-doc
+
+# CPU per receipt poll: `entryway api` against the standalone bundler (printed).
+bench-poll-cost: setup
+	$(BIN)/python -m bench.poll_cost
 
 bench-notary: setup
 	$(BIN)/python -m bench.notary --write-doc
