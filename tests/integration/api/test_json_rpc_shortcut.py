@@ -9,10 +9,8 @@ from typing import Any
 import pytest
 from fastapi.routing import APIRoute
 
-from entryway.service.app import create_app
 from entryway.service.json_rpc_shortcut import json_rpc_route
 from entryway.service.routes_chain import chain_routes
-from entryway.service.services import Services
 from tests.integration.api.conftest import Api
 from tests.integration.api.test_edge import CHAIN, call, serve_chain
 
@@ -87,4 +85,3 @@ async def test_metrics_and_the_request_log_name_the_route(api: Api) -> None:
 def test_the_route_is_found_on_its_router() -> None:
     route = json_rpc_route(chain_routes(("",)))
     assert (route.path, route.methods) == ("/rpc/{chain_id}", {"POST"})
-    assert create_app(Services()) is not None
