@@ -291,7 +291,10 @@ async def accept_rounds(args: argparse.Namespace, load_before: float) -> list[st
         pairs.append((standalone, multi))
         print(
             f"accept p50: standalone {standalone['accept_p50_ms']:.0f} ms, intake "
-            f"{multi['accept_p50_ms']:.0f} ms",
+            f"{multi['accept_p50_ms']:.0f} ms; CPU ms per included op: standalone "
+            f"{standalone['cpu_s_per_1000_ops']:.1f}, intake API "
+            f"{1000 * multi['cpu']['api'] / multi['included_ops_per_s']:.1f}; intake cores: "
+            f"{cores(multi['cpu'])}",
             flush=True,
         )
 

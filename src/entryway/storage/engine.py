@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import time
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -9,9 +11,13 @@ from typing import Any
 from alembic import command
 from alembic.config import Config
 from sqlalchemy import event
+from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from entryway.storage.private_files import prepare_sqlite_file, sqlite_path
+
+# A pooled connection idle this long is pinged before use (`_ping_if_idle`).
+IDLE_PING_SECONDS = 5.0
 
 
 def sqlite_url(data_dir: Path) -> str:
@@ -32,7 +38,31 @@ def make_engine(url: str) -> AsyncEngine:
         engine = create_async_engine(url, pool_size=1, max_overflow=0, pool_timeout=60)
         event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
         return engine
-    return create_async_engine(url, pool_pre_ping=True)
+    engine = create_async_engine(url)
+    event.listen(engine.sync_engine, "checkin", _note_checkin)
+    event.listen(engine.sync_engine, "checkout", _ping_if_idle)
+    return engine
+
+
+def _note_checkin(_: object, record: Any) -> None:
+    record.info["checked_in"] = time.monotonic()
+
+
+def _ping_if_idle(dbapi_connection: Any, record: Any, _: object) -> None:
+    """Ping a pooled PostgreSQL connection before use only when it sat idle long enough to
+    have been dropped (a database restart, an idle timeout, a firewall): a busy connection is
+    used at once. SQLAlchemy's own pre-ping would cost three round trips (BEGIN, a statement,
+    ROLLBACK with asyncpg) on every checkout, each a turn of a busy event loop. A connection
+    that died while in use fails its statement instead: the error invalidates the whole pool
+    (each connection is replaced at its next checkout) and the request is answered 503 with
+    Retry-After, as during any outage."""
+    idle = time.monotonic() - record.info.get("checked_in", math.inf)
+    if idle < IDLE_PING_SECONDS:
+        return
+    try:
+        dbapi_connection.ping()
+    except Exception as exc:  # any failure: the pool connects anew (DisconnectionError)
+        raise DisconnectionError(f"pooled connection idle {idle:.0f} s is gone") from exc
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _: object) -> None:

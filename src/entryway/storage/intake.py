@@ -25,6 +25,7 @@ from entryway.domain.userop import UserOperation
 from entryway.domain.userop_json import op_from_json, op_to_json
 from entryway.storage.ledger_group import GroupCommit
 from entryway.storage.schema import op_intake
+from entryway.storage.sql_lists import one_of
 from entryway.storage.tasks import as_utc
 
 OPEN = (OpStatus.PENDING.value, OpStatus.SUBMITTED.value)  # the leader still owes an outcome
@@ -113,7 +114,7 @@ async def write_intake_rows(db: AsyncConnection, rows: Sequence[Mapping[str, Any
     # other rather than deadlock.
     values = [dict(unique[key]) for key in sorted(unique)]
     dialect = postgresql if db.dialect.name == "postgresql" else sqlite
-    statement = dialect.insert(op_intake).values(values)
+    statement = dialect.insert(op_intake)
     # An op the leader dropped, sent again, is open again (its charge is not repeated: the
     # relay's usage key is the op's), with its new validation; an open or finished one stays
     # as it is.
@@ -126,12 +127,15 @@ async def write_intake_rows(db: AsyncConnection, rows: Sequence[Mapping[str, Any
         "validation": statement.excluded.validation,
         "validated_block": statement.excluded.validated_block,
     }
+    # Sent as one statement with many rows of parameters (executemany): its SQL is the same
+    # whatever the number of ops, so PostgreSQL prepares it once per connection.
     await db.execute(
         statement.on_conflict_do_update(
             index_elements=["chain_id", "user_op_hash"],
             set_=revived,
             where=op_intake.c.state == OpStatus.DROPPED.value,
-        )
+        ),
+        values,
     )
 
 
@@ -222,11 +226,12 @@ class OpIntakeStore:
 
     async def _read_states(self, keys: list[StateKey]) -> list[IntakeState | None]:
         c = op_intake.c
+        dialect = self.engine.dialect.name
         query = select(
             c.chain_id, c.user_op_hash, c.state, c.reason, c.tx_hash, c.received_at
         ).where(
-            c.chain_id.in_(sorted({chain for chain, _ in keys})),
-            c.user_op_hash.in_(sorted({op_hash for _, op_hash in keys})),
+            one_of(dialect, c.chain_id, sorted({chain for chain, _ in keys})),
+            one_of(dialect, c.user_op_hash, sorted({op_hash for _, op_hash in keys})),
         )
         # One statement, no transaction around it: on PostgreSQL that spares the BEGIN and the
         # ROLLBACK round trips a plain connection adds to every poll's read.

@@ -250,10 +250,12 @@ class Ledger(LedgerQueries):
         """Several accepted ops in one transaction (`ledger_accepted`): all, or none."""
         queue = TaskQueue(self.engine)
 
-        async def work(db: AsyncConnection) -> list[UsageRecord]:
-            return await write_accepted(db, queue, group)
+        async def work(db: AsyncConnection, assume_fresh: bool) -> list[UsageRecord]:
+            return await write_accepted(db, queue, group, assume_fresh=assume_fresh)
 
-        return await postings.run_unit(self.engine, work)
+        # An op's relay is charged once per op hash: a charge seen before is a client sending
+        # the same op again, rare enough to pay a second attempt for.
+        return await postings.run_unit_fresh_first(self.engine, work)
 
     async def _record_accepted_alone(self, accepted: AcceptedOp) -> UsageRecord:
         return (await self.record_accepted_ops([accepted]))[0]

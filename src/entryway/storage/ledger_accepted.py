@@ -44,15 +44,23 @@ def relay_charge(accepted: AcceptedOp) -> Charge:
 
 
 async def write_accepted(
-    db: AsyncConnection, queue: TaskQueue, group: Sequence[AcceptedOp]
+    db: AsyncConnection,
+    queue: TaskQueue,
+    group: Sequence[AcceptedOp],
+    *,
+    assume_fresh: bool = False,
 ) -> list[UsageRecord]:
-    """Record `group` on `db`'s transaction; each op's record, in `group`'s order."""
+    """Record `group` on `db`'s transaction; each op's record, in `group`'s order.
+    `assume_fresh`: as `ledger_postings.charge_project` takes it."""
     by_project: dict[str, list[tuple[int, Charge]]] = {}
     for i, accepted in enumerate(group):
         by_project.setdefault(accepted.project_id, []).append((i, relay_charge(accepted)))
     done: dict[int, UsageRecord] = {}
     for project_id in sorted(by_project):
-        done.update(await postings.charge_project(db, project_id, by_project[project_id]))
+        charges = by_project[project_id]
+        done.update(
+            await postings.charge_project(db, project_id, charges, assume_fresh=assume_fresh)
+        )
     await write_intake_rows(
         db,
         [

@@ -34,6 +34,7 @@ from entryway.storage.ledger_records import (
     utc,
 )
 from entryway.storage.schema import credit_lots, projects, usage_draws, usage_events
+from entryway.storage.sql_lists import one_of
 
 T = TypeVar("T")
 _SQLITE_RETRIES = 20
@@ -91,24 +92,19 @@ async def live_account(
 
 
 async def charge_project(
-    db: AsyncConnection, project_id: str, batch: list[tuple[int, Charge]]
+    db: AsyncConnection,
+    project_id: str,
+    batch: list[tuple[int, Charge]],
+    *,
+    assume_fresh: bool = False,
 ) -> dict[int, UsageRecord]:
     """Charge a project's share of a batch (`Ledger.record_many`): its known keys read at
-    once, its lots once, events, draws and lot updates written in bulk."""
-    keys = {c.idempotency_key for _, c in batch}
-    known = {
-        r.idempotency_key: UsageRecord(
-            r.event_id, r.credits, r.overage, True, UsageStatus(r.status)
-        )
-        for r in (
-            await db.execute(
-                select(usage_events).where(
-                    usage_events.c.project_id == project_id,
-                    usage_events.c.idempotency_key.in_(keys),
-                )
-            )
-        ).all()
-    }
+    once, its lots once, events, draws and lot updates written in bulk.
+
+    `assume_fresh` skips the read of the known keys, a round trip: a key charged before then
+    fails the events' insert (IntegrityError) and the caller, which must roll back, runs the
+    unit again without it (`run_unit` passes its attempt)."""
+    known = {} if assume_fresh else await _known(db, project_id, batch)
     fresh = [c.at for _, c in batch if c.idempotency_key not in known]
     for _, c in batch:
         check_amount(c.credits, f"the charge {c.idempotency_key}")
@@ -168,6 +164,25 @@ async def charge_project(
             .values(cycle_overage=projects.c.cycle_overage + overage_total)
         )
     return done
+
+
+async def _known(
+    db: AsyncConnection, project_id: str, batch: list[tuple[int, Charge]]
+) -> dict[str, UsageRecord]:
+    """The batch's keys charged before, with what they were charged."""
+    keys = sorted({c.idempotency_key for _, c in batch})
+    rows = await db.execute(
+        select(usage_events).where(
+            usage_events.c.project_id == project_id,
+            one_of(db.dialect.name, usage_events.c.idempotency_key, keys),
+        )
+    )
+    return {
+        r.idempotency_key: UsageRecord(
+            r.event_id, r.credits, r.overage, True, UsageStatus(r.status)
+        )
+        for r in rows.all()
+    }
 
 
 async def draw(
@@ -334,3 +349,24 @@ async def run_unit(engine: AsyncEngine, work: Callable[[AsyncConnection], Awaita
             if "locked" not in str(exc) or attempt == _SQLITE_RETRIES - 1:
                 raise
     raise AssertionError("unreachable")
+
+
+async def run_unit_fresh_first(
+    engine: AsyncEngine, work: Callable[[AsyncConnection, bool], Awaitable[T]]
+) -> T:
+    """`run_unit` for work that may first take its idempotency keys for fresh (`work(db,
+    True)`, sparing the read of the keys charged before): a key charged before fails that
+    attempt (IntegrityError) and the unit runs as `run_unit` runs it (`work(db, False)`)."""
+    try:
+        async with engine.begin() as db:
+            return await work(db, True)
+    except IntegrityError:
+        pass
+    except OperationalError as exc:
+        if "locked" not in str(exc):
+            raise
+
+    async def checked(db: AsyncConnection) -> T:
+        return await work(db, False)
+
+    return await run_unit(engine, checked)

@@ -16,6 +16,7 @@ from entryway.bundler.states import OpStatus
 from entryway.domain.pricebook import default_price_book
 from entryway.paymaster.ports import AcceptedOp, IntakeEntry
 from entryway.paymaster.relay_accounting import op_usage_key
+from entryway.storage import ledger_postings as postings
 from entryway.storage.intake import OpIntakeStore
 from entryway.storage.ledger import LedgerError
 from entryway.storage.schema import op_intake, usage_events
@@ -145,3 +146,34 @@ async def test_the_leader_writes_back_many_outcomes_at_once(engine: AsyncEngine)
     assert got[0] is not None and got[0].tx_hash == tx
     assert got[2] is not None and got[2].reason == "nonce already used"
     assert [r.user_op_hash for r in await intake.open_ops(CHAIN)] == [hashes[1]]
+
+
+async def test_a_group_is_written_without_reading_its_keys_first_unless_one_was_charged(
+    engine: AsyncEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first attempt takes the group's usage keys for fresh (a round trip spared); an op
+    charged before fails it, and the group is written again with the keys read: the op
+    charged before is a duplicate, the others are charged once."""
+    store = Store(engine)
+    pid = await project(store)
+    reads: list[int] = []
+    known = postings._known
+
+    async def counted(*args: object) -> object:
+        reads.append(1)
+        return await known(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(postings, "_known", counted)
+    ops = [accepted_op(pid, n) for n in range(6)]
+    first = await store.ledger.record_accepted_ops(ops[:3])
+    assert reads == []  # fresh keys: no read
+    before = (await store.credit_account(pid)).balance(NOW)
+    mixed = await store.ledger.record_accepted_ops([ops[1], *ops[3:]])
+    assert reads == [1]  # ops[1] failed the first attempt; the second read the keys
+    assert [r.duplicate for r in mixed] == [True, False, False, False]
+    assert mixed[0].event_id == first[1].event_id
+    charged, rows = await charges_and_rows(engine)
+    assert charged == {a.usage_key: 1 for a in ops}
+    assert rows == len(ops)
+    spent = sum(r.credits for r in mixed[1:])
+    assert (await store.credit_account(pid)).balance(NOW) == before - spent
