@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from datetime import datetime
 
 from entryway.storage.maintenance import MaintenanceRecords, MaintenanceWindow
+from entryway.storage.single_flight import SingleFlight
 
 FRESH_FOR_SECONDS = 2.0
 CONFIGURED_REASON = "marked in the service's settings"
@@ -26,6 +27,7 @@ class ChainMaintenance:
         self.records = records  # None: the settings' flag only (no database yet)
         self._read: dict[int, MaintenanceWindow] = {}
         self._fresh_until = 0.0
+        self._reading: SingleFlight[None, dict[int, MaintenanceWindow]] = SingleFlight()
 
     async def window(self, chain_id: int) -> MaintenanceWindow | None:
         """The chain's maintenance, or None when it is open for operations."""
@@ -39,19 +41,25 @@ class ChainMaintenance:
 
     async def begin(self, chain_id: int, reason: str, at: datetime) -> None:
         await self._writable().begin(chain_id, reason, at)
-        self._fresh_until = 0.0
+        self._reread()
 
     async def end(self, chain_id: int) -> None:
         await self._writable().end(chain_id)
-        self._fresh_until = 0.0
+        self._reread()
 
     async def _stored(self) -> dict[int, MaintenanceWindow]:
         if self.records is None:
             return {}
         if time.monotonic() >= self._fresh_until:
-            self._read = await self.records.windows()
+            # The requests in flight when the state goes stale share one read.
+            self._read = await self._reading(None, self.records.windows)
             self._fresh_until = time.monotonic() + FRESH_FOR_SECONDS
         return self._read
+
+    def _reread(self) -> None:
+        """Read again at the next call, not sharing a read begun before this change."""
+        self._fresh_until = 0.0
+        self._reading = SingleFlight()
 
     def _writable(self) -> MaintenanceRecords:
         if self.records is None:

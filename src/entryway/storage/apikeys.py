@@ -33,6 +33,7 @@ from entryway.domain.key_allowlist import ANYWHERE, KeyAllowlist
 from entryway.domain.plans import PlanName
 from entryway.errors import EntrywayError
 from entryway.storage.schema import api_keys, projects
+from entryway.storage.single_flight import SingleFlight
 
 _ADMIN = KeyRole.ADMIN.value
 MAX_KEYS_PER_PROJECT = 20  # active keys, by default (ENTRYWAY_MAX_KEYS_PER_PROJECT)
@@ -147,6 +148,7 @@ class ApiKeyStore:
         # applies at once; one made by another process within `auth_cache_seconds`.
         self._auth_cache: dict[str, tuple[float, Caller]] = {}
         self._auth_cache_seconds = auth_cache_seconds
+        self._reading: SingleFlight[str, Caller] = SingleFlight()
         self._last_use_written: dict[str, float] = {}  # key id -> monotonic time
 
     async def issue(
@@ -229,7 +231,7 @@ class ApiKeyStore:
                 .values(revoked_at=at)
             )
             found = None if done.rowcount else await _row(db, where)
-        self._auth_cache.clear()
+        self._forget_callers()
         if done.rowcount:
             return
         if found is None:
@@ -266,7 +268,7 @@ class ApiKeyStore:
             await _lock_project_of(db, key_id)
             done = await db.execute(update(api_keys).where(*where, guard).values(**values))
             found = await _row(db, where)
-        self._auth_cache.clear()
+        self._forget_callers()
         if found is None:
             raise UnknownKeyError(f"no key {key_id}")
         if not done.rowcount:
@@ -279,7 +281,8 @@ class ApiKeyStore:
         if cached is not None and cached[0] > now:
             caller = cached[1]
         else:
-            caller = await self._authenticate(secret)
+            # Requests in flight with the same key when its cache entry expires read it once.
+            caller = await self._reading(secret, lambda: self._authenticate(secret))
             if len(self._auth_cache) > 10_000:
                 self._auth_cache.clear()
             self._auth_cache[secret] = (now + self._auth_cache_seconds, caller)
@@ -306,9 +309,15 @@ class ApiKeyStore:
             log.warning("could not record the last use of key %s", key_id, exc_info=True)
 
     def forget_project(self, project_id: str) -> None:
+        self._reading = SingleFlight()  # a read begun before the change is not shared
         for secret, (_, caller) in list(self._auth_cache.items()):
             if caller.project_id == project_id:
                 self._auth_cache.pop(secret, None)
+
+    def _forget_callers(self) -> None:
+        """After a change to keys: no cached caller, and no read begun before it shared."""
+        self._auth_cache.clear()
+        self._reading = SingleFlight()
 
     async def _authenticate(self, secret: str) -> Caller:
         presented = parse(secret)

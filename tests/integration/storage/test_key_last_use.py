@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
 
 import pytest
@@ -40,3 +41,25 @@ async def test_authenticating_records_the_last_use_once_a_minute(
     await store.authenticate(key.secret)
     again = (await store.api_keys.key(pid, key.key_id)).last_used_at
     assert again is not None and again > marker
+
+
+async def test_requests_in_flight_when_a_key_is_not_cached_read_it_once(
+    engine: AsyncEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A key's cache entry expiring under load costs one read, not one per request in
+    flight."""
+    store = Store(engine, auth_cache_seconds=0)
+    pid = await project(store)
+    first = await store.issue_key(pid, KeyEnvironment.TEST, [80002], datetime.now(UTC))
+    keys = store.api_keys
+    reads: list[str] = []
+    read = keys._authenticate
+
+    async def counted(secret: str) -> object:
+        reads.append(secret)
+        return await read(secret)
+
+    monkeypatch.setattr(keys, "_authenticate", counted)
+    callers = await asyncio.gather(*(store.authenticate(first.secret) for _ in range(20)))
+    assert len(reads) == 1
+    assert {c.key_id for c in callers} == {first.key_id}

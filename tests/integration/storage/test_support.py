@@ -154,3 +154,24 @@ async def test_maintenance_written_by_one_process_is_read_by_another(
     await asyncio.sleep(0.25)
     assert await api.window(84532) is None
     assert sorted(await api.windows()) == [8453]
+
+
+async def test_requests_in_flight_when_maintenance_goes_stale_read_it_once(
+    engine: AsyncEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    records = MaintenanceRecords(engine)
+    reads: list[int] = []
+    read = records.windows
+
+    async def counted() -> object:
+        reads.append(1)
+        return await read()
+
+    monkeypatch.setattr(records, "windows", counted)
+    api = ChainMaintenance((), records)
+    assert await asyncio.gather(*(api.window(84532) for _ in range(20))) == [None] * 20
+    assert reads == [1]
+    await api.begin(84532, "node upgrade", NOW)  # its own change: read again at once
+    seen = await asyncio.gather(*(api.window(84532) for _ in range(5)))
+    assert reads == [1, 1]
+    assert {w.reason for w in seen if w is not None} == {"node upgrade"} and None not in seen
