@@ -65,6 +65,9 @@ def create_app(
         title="Entryway",
         version=__version__,
         lifespan=lifespan,
+        # The service's telemetry is its Prometheus metrics and JSON logs (docs/operations.md);
+        # FastAPI's own OpenTelemetry hooks, off, no longer look up providers on each request.
+        telemetry={"tracing": False, "metrics": False, "logs": False},
         description="ERC-4337 account abstraction: bundler, paymaster, smart wallets, "
         "notarization, metered in credits. Authenticate with `Authorization: Bearer <API_KEY>`.",
     )
