@@ -9,13 +9,14 @@ the open rows (`OpIntakeStore.open_ops`), bundles them, and writes back what bec
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from sqlalchemy import RowMapping, bindparam, or_, select, update
+from sqlalchemy import Insert, RowMapping, bindparam, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -113,11 +114,20 @@ async def write_intake_rows(db: AsyncConnection, rows: Sequence[Mapping[str, Any
     # In key order, so that two transactions writing some of the same ops wait for each
     # other rather than deadlock.
     values = [dict(unique[key]) for key in sorted(unique)]
-    dialect = postgresql if db.dialect.name == "postgresql" else sqlite
-    statement = dialect.insert(op_intake)
-    # An op the leader dropped, sent again, is open again (its charge is not repeated: the
-    # relay's usage key is the op's), with its new validation; an open or finished one stays
-    # as it is.
+    # Sent as one statement with many rows of parameters (executemany): its SQL is the same
+    # whatever the number of ops, so PostgreSQL prepares it once per connection.
+    await db.execute(_upsert(db.dialect.name), values)
+
+
+@functools.cache
+def _upsert(dialect_name: str) -> Insert:
+    """The statement `write_intake_rows` sends, built once per dialect (its `excluded` columns
+    alone cost more to build than the statement costs to send).
+
+    An op the leader dropped, sent again, is open again (its charge is not repeated: the
+    relay's usage key is the op's), with its new validation; an open or finished one stays
+    as it is."""
+    statement = (postgresql if dialect_name == "postgresql" else sqlite).insert(op_intake)
     revived = {
         "state": OpStatus.PENDING.value,
         "reason": None,
@@ -127,16 +137,12 @@ async def write_intake_rows(db: AsyncConnection, rows: Sequence[Mapping[str, Any
         "validation": statement.excluded.validation,
         "validated_block": statement.excluded.validated_block,
     }
-    # Sent as one statement with many rows of parameters (executemany): its SQL is the same
-    # whatever the number of ops, so PostgreSQL prepares it once per connection.
-    await db.execute(
-        statement.on_conflict_do_update(
-            index_elements=["chain_id", "user_op_hash"],
-            set_=revived,
-            where=op_intake.c.state == OpStatus.DROPPED.value,
-        ),
-        values,
+    upsert: Insert = statement.on_conflict_do_update(
+        index_elements=["chain_id", "user_op_hash"],
+        set_=revived,
+        where=op_intake.c.state == OpStatus.DROPPED.value,
     )
+    return upsert
 
 
 class Outcome(Protocol):

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, TypeVar
 
-from sqlalchemy import and_, insert, select, update
+from sqlalchemy import Select, and_, bindparam, insert, select, update
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -91,6 +91,53 @@ async def live_account(
     return CreditAccount(lots=lots)
 
 
+async def lock_with_lots(
+    db: AsyncConnection, project_id: str, at: datetime, until: datetime
+) -> tuple[_LockedProject, CreditAccount]:
+    """`lock_project` and `live_account` (from `at` up to `until`) in one round trip: the
+    project's row, locked, joined to its live lots."""
+    rows = (
+        await db.execute(
+            _LOCKED_WITH_LOTS[db.dialect.name == "postgresql"],
+            {"project_id": project_id, "at": at, "until": until},
+        )
+    ).all()
+    if not rows:
+        raise LedgerError(f"unknown project {project_id}")
+    budget = rows[0].overage_budget
+    locked = _LockedProject(int(rows[0].cycle_overage), None if budget is None else int(budget))
+    lots = tuple(
+        CreditLot(
+            r.lot_id, LotKind(r.kind), r.amount, r.remaining, utc(r.granted_at), utc(r.expires_at)
+        )
+        for r in rows
+        if r.lot_id is not None  # a project with no live lot: its row alone
+    )
+    return locked, CreditAccount(lots=lots)
+
+
+def _locked_with_lots(for_update: bool) -> Select[Any]:
+    live = and_(
+        credit_lots.c.project_id == projects.c.project_id,
+        credit_lots.c.remaining > 0,
+        credit_lots.c.granted_at <= bindparam("until"),
+        credit_lots.c.expires_at > bindparam("at"),
+    )
+    query = (
+        select(projects.c.cycle_overage, projects.c.overage_budget, credit_lots)
+        .select_from(projects.outerjoin(credit_lots, live))
+        .where(projects.c.project_id == bindparam("project_id"))
+        .order_by(credit_lots.c.granted_at, credit_lots.c.lot_id)
+    )
+    # PostgreSQL locks the project's row alone (the lots are written under that lock);
+    # SQLite locks the file.
+    return query.with_for_update(of=projects) if for_update else query
+
+
+# Built once: (SQLite's, PostgreSQL's).
+_LOCKED_WITH_LOTS = (_locked_with_lots(False), _locked_with_lots(True))
+
+
 async def charge_project(
     db: AsyncConnection,
     project_id: str,
@@ -112,8 +159,7 @@ async def charge_project(
     account = CreditAccount()
     locked = _LockedProject(0, None)
     if fresh:
-        locked = await lock_project(db, project_id)
-        account = await live_account(db, project_id, min(fresh), max(fresh))
+        locked, account = await lock_with_lots(db, project_id, min(fresh), max(fresh))
     events: list[dict[str, Any]] = []
     draws: list[dict[str, Any]] = []
     lot_deltas: dict[str, int] = {}

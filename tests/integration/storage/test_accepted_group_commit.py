@@ -8,7 +8,7 @@ import asyncio
 from dataclasses import replace
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import event, func, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from entryway.bundler.leader import Outcome
@@ -19,7 +19,7 @@ from entryway.paymaster.relay_accounting import op_usage_key
 from entryway.storage import ledger_postings as postings
 from entryway.storage.intake import OpIntakeStore
 from entryway.storage.ledger import LedgerError
-from entryway.storage.schema import op_intake, usage_events
+from entryway.storage.schema import credit_lots, op_intake, usage_events
 from entryway.storage.store import Store
 from tests.integration.storage.test_relay_accounting import CHAIN, NOW, project, user_op
 
@@ -177,3 +177,40 @@ async def test_a_group_is_written_without_reading_its_keys_first_unless_one_was_
     assert rows == len(ops)
     spent = sum(r.credits for r in mixed[1:])
     assert (await store.credit_account(pid)).balance(NOW) == before - spent
+
+
+async def test_an_accepted_op_is_written_in_five_statements(engine: AsyncEngine) -> None:
+    """Each statement of the accept's transaction is a round trip the client waits for: the
+    project's lock and its live lots come in one, then the usage event, its draw, the lot's
+    new balance and the intake row."""
+    store = Store(engine)
+    pid = await project(store)
+    sent: list[str] = []
+
+    def count(conn: object, cursor: object, statement: str, *args: object) -> None:
+        sent.append(statement.split()[0].upper())
+
+    event.listen(engine.sync_engine, "before_cursor_execute", count)
+    try:
+        await store.ledger.record_accepted_ops([accepted_op(pid, 1)])
+    finally:
+        event.remove(engine.sync_engine, "before_cursor_execute", count)
+    assert sent == ["SELECT", "INSERT", "INSERT", "UPDATE", "INSERT"]
+
+
+async def test_a_project_without_live_lots_is_locked_and_charged_as_overage(
+    engine: AsyncEngine,
+) -> None:
+    """The lock and the lots in one query: a project whose lots are spent still answers (its
+    row alone), and an unknown project is refused."""
+    store = Store(engine)
+    pid = await project(store)
+    async with engine.begin() as db:
+        await db.execute(update(credit_lots).values(remaining=0))
+    async with engine.begin() as db:
+        locked, account = await postings.lock_with_lots(db, pid, NOW, NOW)
+        assert account.lots == () and locked.cycle_overage == 0
+        with pytest.raises(LedgerError):
+            await postings.lock_with_lots(db, "no-such-project", NOW, NOW)
+    [record] = await store.ledger.record_accepted_ops([accepted_op(pid, 2)])
+    assert record.overage == record.credits > 0
