@@ -150,7 +150,7 @@ async def charge_project(
 
     `assume_fresh` skips the read of the known keys, a round trip: a key charged before then
     fails the events' insert (IntegrityError) and the caller, which must roll back, runs the
-    unit again without it (`run_unit` passes its attempt)."""
+    unit again without it (`run_unit_fresh_first` runs both attempts)."""
     known = {} if assume_fresh else await _known(db, project_id, batch)
     fresh = [c.at for _, c in batch if c.idempotency_key not in known]
     for _, c in batch:
