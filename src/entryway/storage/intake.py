@@ -104,43 +104,50 @@ async def write_intake(
     await write_intake_rows(db, [row])
 
 
+def in_key_order(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Intake rows once each, in key order: two transactions writing some of the same ops
+    then wait for each other rather than deadlock."""
+    unique = {(r["chain_id"], r["user_op_hash"]): r for r in rows}
+    return [dict(unique[key]) for key in sorted(unique)]
+
+
 async def write_intake_rows(db: AsyncConnection, rows: Sequence[Mapping[str, Any]]) -> None:
     """Add ops (`intake_row`) to the intake on the caller's transaction, in one statement; the
     same op again (a client retrying its send) neither fails nor aborts that transaction: it
     changes nothing, unless the op was dropped, when it is pending again."""
-    unique = {(r["chain_id"], r["user_op_hash"]): r for r in rows}
-    if not unique:
+    values = in_key_order(rows)
+    if not values:
         return
-    # In key order, so that two transactions writing some of the same ops wait for each
-    # other rather than deadlock.
-    values = [dict(unique[key]) for key in sorted(unique)]
     # Sent as one statement with many rows of parameters (executemany): its SQL is the same
     # whatever the number of ops, so PostgreSQL prepares it once per connection.
     await db.execute(_upsert(db.dialect.name), values)
 
 
+# An op the leader dropped, sent again, is open again (its charge is not repeated: the
+# relay's usage key is the op's), with its new validation; an open or finished one stays as
+# it is. These columns are reset, these are taken from the op sent again, and only when the
+# stored op is in this state (`_upsert`, and `ledger_at_once` on PostgreSQL).
+REVIVED_RESET: dict[str, str | None] = {
+    "state": OpStatus.PENDING.value,
+    "reason": None,
+    "tx_hash": None,
+    "attempts": None,
+}
+REVIVED_FROM_NEW = ("updated_at", "validation", "validated_block")
+REVIVED_WHEN = OpStatus.DROPPED.value
+
+
 @functools.cache
 def _upsert(dialect_name: str) -> Insert:
     """The statement `write_intake_rows` sends, built once per dialect (its `excluded` columns
-    alone cost more to build than the statement costs to send).
-
-    An op the leader dropped, sent again, is open again (its charge is not repeated: the
-    relay's usage key is the op's), with its new validation; an open or finished one stays
-    as it is."""
+    alone cost more to build than the statement costs to send)."""
     statement = (postgresql if dialect_name == "postgresql" else sqlite).insert(op_intake)
-    revived = {
-        "state": OpStatus.PENDING.value,
-        "reason": None,
-        "tx_hash": None,
-        "attempts": None,
-        "updated_at": statement.excluded.updated_at,
-        "validation": statement.excluded.validation,
-        "validated_block": statement.excluded.validated_block,
-    }
+    revived: dict[str, Any] = dict(REVIVED_RESET)
+    revived.update({name: statement.excluded[name] for name in REVIVED_FROM_NEW})
     upsert: Insert = statement.on_conflict_do_update(
         index_elements=["chain_id", "user_op_hash"],
         set_=revived,
-        where=op_intake.c.state == OpStatus.DROPPED.value,
+        where=op_intake.c.state == REVIVED_WHEN,
     )
     return upsert
 

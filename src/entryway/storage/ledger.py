@@ -28,6 +28,7 @@ from entryway.paymaster.ports import AcceptedOp
 from entryway.storage import ledger_postings as postings
 from entryway.storage import ledger_reorgs as reorgs
 from entryway.storage.ledger_accepted import write_accepted
+from entryway.storage.ledger_charges import charge_project
 from entryway.storage.ledger_group import GroupCommit
 from entryway.storage.ledger_queries import LedgerQueries
 from entryway.storage.ledger_records import (
@@ -131,7 +132,7 @@ class Ledger(LedgerQueries):
             done: dict[int, UsageRecord] = {}
             for project_id in sorted(by_project):
                 batch = [(i, charges[i]) for i in by_project[project_id]]
-                done.update(await postings.charge_project(db, project_id, batch))
+                done.update(await charge_project(db, project_id, batch))
             return [done[i] for i in range(len(charges))]
 
         try:
@@ -142,7 +143,7 @@ class Ledger(LedgerQueries):
 
     async def _one(self, charge: Charge) -> UsageRecord:
         async def work(db: AsyncConnection) -> UsageRecord:
-            done = await postings.charge_project(db, charge.project_id, [(0, charge)])
+            done = await charge_project(db, charge.project_id, [(0, charge)])
             return done[0]
 
         return await postings.run_unit(self.engine, work)

@@ -4,12 +4,13 @@ caller's transaction, for one op or a group of them (`ledger_group`).
 Per op: its relay charge (a usage event drawing on its project's lots, once per usage key),
 and, when the service's paymaster sponsors it, its hold linked to the op's hash and its
 settlement task; on a chain bundled through the intake, the op itself. A group makes a few
-statements in all, not a few per op: the intake rows in one statement, each project's charges
-as `Ledger.record_many` makes them.
+statements in all, not a few per op: each project's lock and lots in one query
+(`ledger_charges.plan_charges`), then every charge and intake row in one statement on
+PostgreSQL (`ledger_at_once`), or a statement per table on SQLite.
 
-Order, so that two transactions never deadlock: the charges first, one project at a time in
-project order (each takes its project's lock, as every ledger unit of work does first), then
-the intake rows, the tasks and the links, each table in key order.
+Order, so that two transactions never deadlock: the projects are locked first, one at a time
+in project order (as every ledger unit of work locks its project first), then the charges and
+the intake rows are written, then the tasks and the links, each table in key order.
 """
 
 from __future__ import annotations
@@ -19,8 +20,10 @@ from collections.abc import Sequence
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from entryway.paymaster.ports import AcceptedOp
+from entryway.storage import ledger_charges as charges
 from entryway.storage import ledger_postings as postings
-from entryway.storage.intake import intake_row, write_intake_rows
+from entryway.storage.intake import in_key_order, intake_row, write_intake_rows
+from entryway.storage.ledger_at_once import write_at_once
 from entryway.storage.ledger_records import Charge, UsageContext, UsageRecord
 from entryway.storage.tasks import TaskQueue
 
@@ -51,18 +54,19 @@ async def write_accepted(
     assume_fresh: bool = False,
 ) -> list[UsageRecord]:
     """Record `group` on `db`'s transaction; each op's record, in `group`'s order.
-    `assume_fresh`: as `ledger_postings.charge_project` takes it."""
+    `assume_fresh`: as `ledger_charges.plan_charges` takes it."""
     by_project: dict[str, list[tuple[int, Charge]]] = {}
     for i, accepted in enumerate(group):
         by_project.setdefault(accepted.project_id, []).append((i, relay_charge(accepted)))
     done: dict[int, UsageRecord] = {}
+    plans: list[charges.ChargePlan] = []
     for project_id in sorted(by_project):
-        charges = by_project[project_id]
-        done.update(
-            await postings.charge_project(db, project_id, charges, assume_fresh=assume_fresh)
+        plan = await charges.plan_charges(
+            db, project_id, by_project[project_id], assume_fresh=assume_fresh
         )
-    await write_intake_rows(
-        db,
+        plans.append(plan)
+        done.update(plan.done)
+    rows = in_key_order(
         [
             intake_row(
                 chain_id=a.chain_id,
@@ -76,8 +80,14 @@ async def write_accepted(
             )
             for a in group
             if a.intake is not None
-        ],
+        ]
     )
+    if db.dialect.name == "postgresql":
+        await write_at_once(db, plans, rows)
+    else:
+        for plan in plans:
+            await charges.write_plan(db, plan)
+        await write_intake_rows(db, rows)
     sponsored = sorted(
         (a for a in group if a.settlement is not None),
         key=lambda a: (a.project_id, a.usage_key),

@@ -1,17 +1,16 @@
 """The credit ledger's postings, each on the caller's connection, inside its transaction:
-locking a project, the lots a charge may draw from, charging (usage events, FIFO draws, the
-overage counter), drawing more or giving back for a hold, and the unit-of-work runner that
+locking a project, the lots a charge may draw from, drawing more or giving back for a hold
+(charging itself: `ledger_charges`), and the unit-of-work runner that
 retries a transaction lost to a concurrent twin or to SQLite's writer lock."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
-from sqlalchemy import Select, and_, bindparam, insert, select, update
+from sqlalchemy import and_, insert, select, update
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -21,32 +20,28 @@ from entryway.domain.credits import (
     Draw,
     LotKind,
     check_amount,
-    check_hold,
 )
 from entryway.domain.pricebook import Quote
 from entryway.storage.ledger_records import (
-    Charge,
     LedgerError,
-    UsageContext,
     UsageRecord,
     UsageStatus,
     quote_breakdown,
     utc,
 )
 from entryway.storage.schema import credit_lots, projects, usage_draws, usage_events
-from entryway.storage.sql_lists import one_of
 
 T = TypeVar("T")
 _SQLITE_RETRIES = 20
 
 
 @dataclass(frozen=True, slots=True)
-class _LockedProject:
+class LockedProject:
     cycle_overage: int
     overage_budget: int | None  # the owner's spending budget; None: overage is never refused
 
 
-async def lock_project(db: AsyncConnection, project_id: str) -> _LockedProject:
+async def lock_project(db: AsyncConnection, project_id: str) -> LockedProject:
     """Serialise a project's ledger work (PostgreSQL row lock; SQLite locks the file)."""
     query = select(projects.c.cycle_overage, projects.c.overage_budget).where(
         projects.c.project_id == project_id
@@ -57,7 +52,7 @@ async def lock_project(db: AsyncConnection, project_id: str) -> _LockedProject:
     if row is None:
         raise LedgerError(f"unknown project {project_id}")
     budget = None if row.overage_budget is None else int(row.overage_budget)
-    return _LockedProject(int(row.cycle_overage), budget)
+    return LockedProject(int(row.cycle_overage), budget)
 
 
 async def live_account(
@@ -89,146 +84,6 @@ async def live_account(
         for r in rows
     )
     return CreditAccount(lots=lots)
-
-
-async def lock_with_lots(
-    db: AsyncConnection, project_id: str, at: datetime, until: datetime
-) -> tuple[_LockedProject, CreditAccount]:
-    """`lock_project` and `live_account` (from `at` up to `until`) in one round trip: the
-    project's row, locked, joined to its live lots."""
-    rows = (
-        await db.execute(
-            _LOCKED_WITH_LOTS[db.dialect.name == "postgresql"],
-            {"project_id": project_id, "at": at, "until": until},
-        )
-    ).all()
-    if not rows:
-        raise LedgerError(f"unknown project {project_id}")
-    budget = rows[0].overage_budget
-    locked = _LockedProject(int(rows[0].cycle_overage), None if budget is None else int(budget))
-    lots = tuple(
-        CreditLot(
-            r.lot_id, LotKind(r.kind), r.amount, r.remaining, utc(r.granted_at), utc(r.expires_at)
-        )
-        for r in rows
-        if r.lot_id is not None  # a project with no live lot: its row alone
-    )
-    return locked, CreditAccount(lots=lots)
-
-
-def _locked_with_lots(for_update: bool) -> Select[Any]:
-    live = and_(
-        credit_lots.c.project_id == projects.c.project_id,
-        credit_lots.c.remaining > 0,
-        credit_lots.c.granted_at <= bindparam("until"),
-        credit_lots.c.expires_at > bindparam("at"),
-    )
-    query = (
-        select(projects.c.cycle_overage, projects.c.overage_budget, credit_lots)
-        .select_from(projects.outerjoin(credit_lots, live))
-        .where(projects.c.project_id == bindparam("project_id"))
-        .order_by(credit_lots.c.granted_at, credit_lots.c.lot_id)
-    )
-    # PostgreSQL locks the project's row alone (the lots are written under that lock);
-    # SQLite locks the file.
-    return query.with_for_update(of=projects) if for_update else query
-
-
-# Built once: (SQLite's, PostgreSQL's).
-_LOCKED_WITH_LOTS = (_locked_with_lots(False), _locked_with_lots(True))
-
-
-async def charge_project(
-    db: AsyncConnection,
-    project_id: str,
-    batch: list[tuple[int, Charge]],
-    *,
-    assume_fresh: bool = False,
-) -> dict[int, UsageRecord]:
-    """Charge a project's share of a batch (`Ledger.record_many`): its known keys read at
-    once, its lots once, events, draws and lot updates written in bulk.
-
-    `assume_fresh` skips the read of the known keys, a round trip: a key charged before then
-    fails the events' insert (IntegrityError) and the caller, which must roll back, runs the
-    unit again without it (`run_unit_fresh_first` runs both attempts)."""
-    known = {} if assume_fresh else await _known(db, project_id, batch)
-    fresh = [c.at for _, c in batch if c.idempotency_key not in known]
-    for _, c in batch:
-        check_amount(c.credits, f"the charge {c.idempotency_key}")
-    done: dict[int, UsageRecord] = {}
-    account = CreditAccount()
-    locked = _LockedProject(0, None)
-    if fresh:
-        locked, account = await lock_with_lots(db, project_id, min(fresh), max(fresh))
-    events: list[dict[str, Any]] = []
-    draws: list[dict[str, Any]] = []
-    lot_deltas: dict[str, int] = {}
-    overage_total = 0
-    for i, c in batch:
-        if c.idempotency_key in known:  # charged before, or earlier in this batch
-            done[i] = replace(known[c.idempotency_key], duplicate=True)
-            continue
-        account, used = account.consume(c.credits, c.at)
-        if c.status is UsageStatus.HELD:  # an estimate: refused only past the owner's budget
-            overage = locked.cycle_overage + overage_total
-            check_hold(c.credits, used.overage, overage, locked.overage_budget)
-        event_id = str(uuid.uuid4())
-        ctx = c.context or UsageContext()
-        events.append(
-            {
-                "event_id": event_id, "project_id": project_id,
-                "idempotency_key": c.idempotency_key, "operation": c.operation,
-                "credits": c.credits, "overage": used.overage, "created_at": c.at,
-                "key_id": ctx.key_id, "endpoint": ctx.endpoint, "chain_id": ctx.chain_id,
-                "subject": ctx.subject, "policy_id": ctx.policy_id,
-                "reference": ctx.reference, "status": c.status.value,
-                "breakdown": quote_breakdown(c.quote),
-                "settled_at": c.at if c.status is UsageStatus.SETTLED else None,
-            }
-        )  # fmt: skip
-        for draw in used.draws:
-            draws.append({"event_id": event_id, "lot_id": draw.lot_id, "credits": draw.credits})
-            lot_deltas[draw.lot_id] = lot_deltas.get(draw.lot_id, 0) + draw.credits
-        overage_total += used.overage
-        done[i] = known[c.idempotency_key] = UsageRecord(
-            event_id, c.credits, used.overage, False, c.status
-        )
-    if events:
-        await db.execute(insert(usage_events), events)
-    if draws:
-        await db.execute(insert(usage_draws), draws)
-    for lot_id, delta in lot_deltas.items():
-        await db.execute(
-            update(credit_lots)
-            .where(credit_lots.c.lot_id == lot_id)
-            .values(remaining=credit_lots.c.remaining - delta)
-        )
-    if overage_total:
-        await db.execute(
-            update(projects)
-            .where(projects.c.project_id == project_id)
-            .values(cycle_overage=projects.c.cycle_overage + overage_total)
-        )
-    return done
-
-
-async def _known(
-    db: AsyncConnection, project_id: str, batch: list[tuple[int, Charge]]
-) -> dict[str, UsageRecord]:
-    """The batch's keys charged before, with what they were charged."""
-    keys = sorted({c.idempotency_key for _, c in batch})
-    rows = await db.execute(
-        select(usage_events).where(
-            usage_events.c.project_id == project_id,
-            one_of(db.dialect.name, usage_events.c.idempotency_key, keys),
-        )
-    )
-    return {
-        r.idempotency_key: UsageRecord(
-            r.event_id, r.credits, r.overage, True, UsageStatus(r.status)
-        )
-        for r in rows.all()
-    }
 
 
 async def draw(

@@ -31,6 +31,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from entryway.domain.pricebook import Quote
 from entryway.paymaster.inclusions import Inclusion, Reversal
 from entryway.storage import ledger_postings as postings
+from entryway.storage.ledger_charges import charge_project
 from entryway.storage.ledger_records import (
     Charge,
     LedgerError,
@@ -120,7 +121,7 @@ async def settle_included(
         actual,
         UsageStatus.SETTLED,
     )
-    (again,) = (await postings.charge_project(db, project_id, [(0, charge)])).values()
+    (again,) = (await charge_project(db, project_id, [(0, charge)])).values()
     if not again.duplicate:
         await _record_inclusion(db, again.event_id, project_id, hold_key, inclusion, at)
     return again

@@ -73,7 +73,7 @@ async def test_the_op_and_its_charge_commit_together(
     engine: AsyncEngine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A charge that fails leaves no intake row: no op is bundled unaccounted."""
-    from entryway.storage import ledger_postings
+    from entryway.storage import ledger_charges
 
     store = Store(engine)
     pid = await project(store)
@@ -81,7 +81,7 @@ async def test_the_op_and_its_charge_commit_together(
     async def failing(*args: object, **kwargs: object) -> object:
         raise InjectedFaultError("the charge fails")
 
-    monkeypatch.setattr(ledger_postings, "charge_project", failing)
+    monkeypatch.setattr(ledger_charges, "plan_charges", failing)
     with pytest.raises(InjectedFaultError):
         await accept(store, pid, hash_of(2))
     async with engine.connect() as db:
