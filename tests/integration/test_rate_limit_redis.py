@@ -189,3 +189,33 @@ async def test_two_api_processes_count_together_and_a_reset_forgets() -> None:
     finally:
         await first.aclose()
         await second.aclose()
+
+
+async def test_a_heavy_calls_two_windows_are_counted_in_turn_in_one_round_trip(
+    shared: RateLimiter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The project's window first, then the heavy calls' window, as the limits kept in memory
+    count them; a refusal by the first leaves the second uncounted."""
+    memory = RateLimiter(LIMITS, heavy_by_plan=HEAVY)
+    pid = project()
+    answers: dict[str, list[object]] = {}
+    for name, limiter in (("memory", memory), ("redis", shared)):
+        answers[name] = []
+        for _ in range(12):  # FREE: 10 requests a day, 2 of them heavy
+            first, heavy = await limiter.hit_with_heavy(PlanName.FREE, pid)
+            answers[name].append((seen(first), None if heavy is None else seen(heavy)))
+    assert answers["redis"] == answers["memory"]
+    assert answers["redis"][:3] == [
+        ((True, 9), (True, 1)),
+        ((True, 8), (True, 0)),
+        ((True, 7), (False, 0)),
+    ]
+    assert answers["redis"][10:] == [((False, 0), None), ((False, 0), None)]
+    # What the refusals left uncounted: the heavy window still holds its 2 (refused).
+    assert seen(await shared.hit_heavy(PlanName.FREE, pid)) == (False, 0)
+
+    other = project()
+    await shared.hit(PlanName.FREE, other)  # connects, and loads the script if Redis lacks it
+    sent = Sent(monkeypatch)
+    commands = await sent.during(lambda: shared.hit_with_heavy(PlanName.FREE, other))
+    assert commands == (["EVALSHA"], 1)

@@ -11,6 +11,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from entryway.domain.apikeys import InvalidApiKeyError, KeyRole
 from entryway.service.problems import Problem, invalid_api_key
+from entryway.service.ratelimit import Decision
 from entryway.service.services import Services
 from entryway.storage.store import Caller
 
@@ -19,6 +20,17 @@ from entryway.storage.store import Caller
 bearer = HTTPBearer(auto_error=False, scheme_name="ApiKey", description="Bearer <API_KEY>")
 # The one route that takes `?apikey=`: bundler clients put the key in the RPC URL.
 JSON_RPC_ROUTE = ("POST", "/rpc/{chain_id}")
+# On the request's state: set (by `json_rpc_shortcut`) when the request is one heavy JSON-RPC
+# call, so that both its windows are counted at once; then the heavy window's decision.
+HEAVY_CALL = "heavy_call"
+HEAVY_DECISION = "heavy_decision"
+
+
+def heavy_decision(request: Request) -> Decision | None:
+    """The heavy window's decision `current_caller` made for this request, taken once."""
+    decision: Decision | None = getattr(request.state, HEAVY_DECISION, None)
+    setattr(request.state, HEAVY_DECISION, None)
+    return decision
 
 
 async def current_caller(
@@ -39,7 +51,13 @@ async def current_caller(
         raise Problem(403, code, "Not allowed from here", detail)
     limiter = services.platform.limiter
     if limiter is not None:
-        decision = await limiter.hit(caller.plan, caller.project_id)
+        if getattr(request.state, HEAVY_CALL, False):
+            # One heavy JSON-RPC call: its heavy window counted in the same round trip, for
+            # the route to read (`heavy_decision`) instead of counting it again.
+            decision, heavy = await limiter.hit_with_heavy(caller.plan, caller.project_id)
+            setattr(request.state, HEAVY_DECISION, heavy)
+        else:
+            decision = await limiter.hit(caller.plan, caller.project_id)
         request.state.rate_limit_headers = decision.headers()
         if not decision.allowed:
             raise Problem(

@@ -5,7 +5,9 @@ small call routing (a match against every route), dependency solving and the exc
 exit-stack layers around an endpoint cost more CPU than the call itself. This middleware,
 the innermost, calls the JSON-RPC route's own endpoint directly: the caller found as
 `current_caller` finds it (key, allowlists, rate limit), the chain id checked as the route's
-path parameter is. The route stays declared as it was (the OpenAPI document, and any request
+path parameter is. A request that is one heavy call (estimation, sending, `pm_*`) is
+marked before the caller is found, so that its two rate-limit windows are counted in one
+round trip (`auth.HEAVY_CALL`). The route stays declared as it was (the OpenAPI document, and any request
 this shortcut leaves alone: a chain id the check refuses gets the route's own 422). The
 route is taken from its own router before the app includes it: FastAPI keeps included
 routers nested, so the app's route list does not hold it.
@@ -18,11 +20,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import orjson
 from fastapi.routing import APIRoute, APIRouter
 from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from entryway.service.auth import JSON_RPC_ROUTE, current_caller
+from entryway.bundler.rpc_batch import is_heavy
+from entryway.service.auth import HEAVY_CALL, JSON_RPC_ROUTE, current_caller
 
 _PATH = re.compile(r"/rpc/([1-9][0-9]{0,15})")
 MAX_CHAIN_ID = 2**53  # as the route's path parameter bounds it
@@ -51,11 +55,23 @@ class JsonRpcShortcut:
         scope["path_params"] = {"chain_id": found.group(1)}
         request = Request(scope, receive)
         try:
+            if _one_heavy_call(await request.body()):
+                setattr(request.state, HEAVY_CALL, True)
             who = await current_caller(request, None)
             response = await route.endpoint(who=who, chain_id=chain_id, request=request)
         except Exception as exc:  # answered as a route's would be, or on to the edge
             response = await _handled(scope, request, exc)
         await response(scope, receive, send)
+
+
+def _one_heavy_call(body: bytes) -> bool:
+    """Whether the body is one heavy JSON-RPC call (not a batch): its rate limit's two
+    windows are then counted in one round trip."""
+    try:
+        payload = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return False
+    return isinstance(payload, dict) and is_heavy(payload)
 
 
 def json_rpc_route(router: APIRouter) -> APIRoute:

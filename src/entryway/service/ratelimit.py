@@ -25,7 +25,7 @@ from limits.aio.storage import MemoryStorage
 from limits.aio.strategies import SlidingWindowCounterRateLimiter
 
 from entryway.domain.plans import PlanName
-from entryway.service.shared_window import RedisWindows
+from entryway.service.shared_window import Hit, RedisWindows
 
 # Documented defaults (docs/api.md, "Rate limits"); every value is configuration.
 DEFAULT_LIMITS: dict[PlanName, str] = {
@@ -77,6 +77,11 @@ def parse_limits(
     return chosen
 
 
+def _redis_hit(item: RateLimitItem, kind: str, project_id: str, cost: int) -> Hit:
+    window = f"{kind}:{project_id}:{item.amount}/{item.multiples}{item.GRANULARITY.name}"
+    return Hit(window, item.amount, item.get_expiry(), cost)
+
+
 class RateLimiter:
     def __init__(
         self,
@@ -109,11 +114,31 @@ class RateLimiter:
         """Count one heavy call of the project in its own, tighter window."""
         return await self._hit(self.heavy_items[plan], "heavy", project_id, 1)
 
+    async def hit_with_heavy(
+        self, plan: PlanName, project_id: str
+    ) -> tuple[Decision, Decision | None]:
+        """`hit` then, if it was counted, `hit_heavy`: a single heavy call's two windows, in
+        one round trip to Redis. The heavy decision is None when the first window refused."""
+        if self._windows is None:
+            first = await self.hit(plan, project_id)
+            return first, (await self.hit_heavy(plan, project_id) if first.allowed else None)
+        items = (self.items[plan], self.heavy_items[plan])
+        hits = [
+            _redis_hit(items[0], "project", project_id, 1),
+            _redis_hit(items[1], "heavy", project_id, 1),
+        ]
+        answers = await self._windows.hit_in_turn(hits)
+        first, *heavy = (
+            Decision(c.allowed, item.amount, c.remaining, c.reset_seconds)
+            for c, item in zip(answers, items, strict=False)
+        )
+        return first, (heavy[0] if heavy else None)
+
     async def _hit(self, item: RateLimitItem, kind: str, project_id: str, cost: int) -> Decision:
         if self._windows is not None:
-            window = f"{kind}:{project_id}:{item.amount}/{item.multiples}{item.GRANULARITY.name}"
-            counted = await self._windows.hit(window, item.amount, item.get_expiry(), cost)
-            return Decision(counted.allowed, item.amount, counted.remaining, counted.reset_seconds)
+            counted = await self._windows.hit_in_turn([_redis_hit(item, kind, project_id, cost)])
+            c = counted[0]
+            return Decision(c.allowed, item.amount, c.remaining, c.reset_seconds)
         allowed = await self._in_memory.hit(item, kind, project_id, cost=cost)
         stats = await self._in_memory.get_window_stats(item, kind, project_id)
         reset = max(math.ceil(stats.reset_time - time.time()), 0)

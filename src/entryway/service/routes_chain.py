@@ -23,7 +23,7 @@ from entryway.domain.userop import UserOperation
 from entryway.paymaster.erc7677 import PaymasterCaller, PaymasterRpc
 from entryway.paymaster.ports import ENTRYWAY
 from entryway.paymaster.relay_accounting import RelayAccounting, op_usage_key
-from entryway.service.auth import CurrentCaller
+from entryway.service.auth import CurrentCaller, heavy_decision
 from entryway.service.call_recording import RPC_LOGGED, explained, rpc_call
 from entryway.service.chain_access import NODE_RETRY_AFTER_S, ChainGate
 from entryway.service.edge import REQUEST_ID_HEADER, request_id_of
@@ -240,7 +240,7 @@ async def _heavy_refusal(request: Request, who: Caller, payload: Any) -> str | N
     limiter = request.app.state.services.platform.limiter
     if limiter is None or not is_heavy(payload):
         return None
-    decision = await limiter.hit_heavy(who.plan, who.project_id)
+    decision = heavy_decision(request) or await limiter.hit_heavy(who.plan, who.project_id)
     if decision.allowed:
         return None
     wait = max(decision.reset_seconds, 1)

@@ -21,6 +21,7 @@ from entryway.service.services import ChainRuntime
 from tests.integration.api.conftest import Api, make_api
 from tests.integration.api.test_rate_limits import clear_of_minute_edge, redis_url
 from tests.integration.harness import ETHER, Harness
+from tests.integration.test_rate_limit_redis import Sent
 
 CHAIN = 80002
 HEAVY = {**DEFAULT_HEAVY_LIMITS, PlanName.FREE: "3/minute", PlanName.PRO: "6/minute"}
@@ -113,3 +114,26 @@ async def test_a_projects_keys_share_its_request_limit(served: Api) -> None:
     assert answers[40:] == [429] * 4
     _, other = await served.new_project(PlanName.FREE, chains=(CHAIN,))
     assert (await served.client.get("/v1/project", headers=served.auth(other))).status_code == 200
+
+
+async def test_a_heavy_call_counts_its_two_windows_in_one_round_trip(
+    served: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The project's window and the heavy calls' are counted together when the request is
+    one heavy call: one round trip to Redis before it runs, not two; a batch counts its
+    heavy calls one by one."""
+    limiter = served.services.platform.limiter
+    assert limiter is not None
+    trips = 1 if limiter.shared_redis() is not None else 0  # in memory: none
+    await served.client.post(f"/rpc/{CHAIN}", headers=served.auth(), json=call("eth_chainId"))
+    sent = Sent(monkeypatch)
+    r = await served.client.post(
+        f"/rpc/{CHAIN}", headers=served.auth(), json=call("eth_estimateUserOperationGas")
+    )
+    assert r.json()["error"]["code"] != -32005
+    assert sent.commands == ["EVALSHA"] * trips
+    sent.commands.clear()
+    batch = [call("eth_estimateUserOperationGas", 1), call("eth_chainId", 2)]
+    await served.client.post(f"/rpc/{CHAIN}", headers=served.auth(), json=batch)
+    # The batch's first call, the one after it, then its heavy one.
+    assert sent.commands == ["EVALSHA"] * 3 * trips
