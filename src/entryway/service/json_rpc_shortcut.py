@@ -9,8 +9,8 @@ path parameter is. A request that is one heavy call (estimation, sending, `pm_*`
 marked before the caller is found, so that its two rate-limit windows are counted in one
 round trip (`auth.HEAVY_CALL`). The route stays declared as it was (the OpenAPI document,
 and any request this shortcut leaves alone: a chain id the check refuses gets the route's
-own 422). The route is taken from its own router before the app includes it: FastAPI keeps included
-routers nested, so the app's route list does not hold it.
+own 422). The route is taken from its own router before the app includes it: FastAPI keeps
+included routers nested, so the app's route list does not hold it.
 
 An exception raised on the way is answered by the app's own handler for its class (a
 `Problem`: 401, 403, 429...); one with no handler goes on to the edge, as from a route."""
