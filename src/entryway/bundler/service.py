@@ -209,7 +209,10 @@ class Bundler:
         added, so no op is bundled that its caller failed to account for."""
         await self._check_authorization(op)
         op_hash = await self.op_hash(op)
-        block_number, now, base_fee = await self.head.now(max_age_s=HEAD_TTL_S)
+        # A process that only accepts ops keeps the head fresh itself (`bundler.head`).
+        block_number, now, base_fee = await self.head.now(
+            max_age_s=HEAD_TTL_S, keep_fresh=self.intake_only
+        )
         self._reject_banned(op)
         check_sanity(
             op,

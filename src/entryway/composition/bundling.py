@@ -51,6 +51,9 @@ def intake_bundler(engine: AsyncEngine, wake: asyncio.Event | None = None) -> Se
             block_gas_share_percent=chain.settings.bundle_block_gas_share_percent,
             trusted_entities=tuple(chain.settings.trusted_entities) + chain.deployment.own_entities,
         )
-        return await build_bundler(eth, settings, make=make)  # never started: no loops
+        rpc = await build_bundler(eth, settings, make=make)  # never started: no loops
+        for each in rpc.all_rpcs():  # but their heads may keep themselves fresh
+            stack.push_async_callback(each.bundler.head.close)
+        return rpc
 
     return seam
