@@ -1,5 +1,5 @@
 """Charging a project, in two steps on the caller's transaction: `plan_charges` reads (the
-keys charged before, the project's lock and its live lots, in one query) and decides each
+keys charged before, the project's lock and its live lots) and decides each
 charge's event, draws and overage; `write_plan` writes what the plan decided. `charge_project`
 does both. A group of accepted ops writes its plans with its intake rows in one statement on
 PostgreSQL instead (`ledger_at_once`)."""
@@ -15,7 +15,7 @@ from sqlalchemy import Select, and_, bindparam, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from entryway.domain.credits import CreditAccount, CreditLot, LotKind, check_amount, check_hold
-from entryway.storage.ledger_postings import LockedProject
+from entryway.storage.ledger_postings import LockedProject, live_account, lock_project
 from entryway.storage.ledger_records import (
     Charge,
     LedgerError,
@@ -64,8 +64,8 @@ async def plan_charges(
     *,
     assume_fresh: bool = False,
 ) -> ChargePlan:
-    """Read what a project's share of a batch needs, its keys charged before at once and its
-    lock and lots in one query, and decide each charge (FIFO draws, overage, a hold refused
+    """Read what a project's share of a batch needs, its keys charged before at once, its lock
+    and its lots (`lock_with_lots`), and decide each charge (FIFO draws, overage, a hold refused
     past the owner's budget). The project stays locked until the transaction ends.
 
     `assume_fresh` skips the read of the known keys, a round trip: a key charged before then
@@ -137,13 +137,18 @@ async def write_plan(db: AsyncConnection, plan: ChargePlan) -> None:
 async def lock_with_lots(
     db: AsyncConnection, project_id: str, at: datetime, until: datetime
 ) -> tuple[LockedProject, CreditAccount]:
-    """`ledger_postings.lock_project` and `live_account` (from `at` up to `until`) in one
-    round trip: the project's row, locked, joined to its live lots."""
+    """The project locked (`ledger_postings.lock_project`), then its lots live from `at` up to
+    `until` (`live_account`).
+
+    On PostgreSQL these are two statements: a statement reads the rows as they were when it
+    began, so lots read by the statement that waited for the lock would miss what the
+    transaction holding it wrote. SQLite, where a transaction that read before another one
+    wrote cannot write (it is run again), reads both in one query."""
+    if db.dialect.name == "postgresql":
+        locked = await lock_project(db, project_id)
+        return locked, await live_account(db, project_id, at, until)
     rows = (
-        await db.execute(
-            _LOCKED_WITH_LOTS[db.dialect.name == "postgresql"],
-            {"project_id": project_id, "at": at, "until": until},
-        )
+        await db.execute(_LOCKED_WITH_LOTS, {"project_id": project_id, "at": at, "until": until})
     ).all()
     if not rows:
         raise LedgerError(f"unknown project {project_id}")
@@ -159,26 +164,22 @@ async def lock_with_lots(
     return locked, CreditAccount(lots=lots)
 
 
-def _locked_with_lots(for_update: bool) -> Select[Any]:
+def _locked_with_lots() -> Select[Any]:
     live = and_(
         credit_lots.c.project_id == projects.c.project_id,
         credit_lots.c.remaining > 0,
         credit_lots.c.granted_at <= bindparam("until"),
         credit_lots.c.expires_at > bindparam("at"),
     )
-    query = (
+    return (
         select(projects.c.cycle_overage, projects.c.overage_budget, credit_lots)
         .select_from(projects.outerjoin(credit_lots, live))
         .where(projects.c.project_id == bindparam("project_id"))
         .order_by(credit_lots.c.granted_at, credit_lots.c.lot_id)
     )
-    # PostgreSQL locks the project's row alone (the lots are written under that lock);
-    # SQLite locks the file.
-    return query.with_for_update(of=projects) if for_update else query
 
 
-# Built once: (SQLite's, PostgreSQL's).
-_LOCKED_WITH_LOTS = (_locked_with_lots(False), _locked_with_lots(True))
+_LOCKED_WITH_LOTS = _locked_with_lots()  # built once
 
 
 async def _known(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import replace
+from datetime import timedelta
 
 import pytest
 from sqlalchemy import event, func, select, update
@@ -13,18 +14,21 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from entryway.bundler.leader import Outcome
 from entryway.bundler.states import OpStatus
+from entryway.domain.credits import CreditLot, LotKind
 from entryway.domain.pricebook import default_price_book
 from entryway.paymaster.ports import AcceptedOp, IntakeEntry
 from entryway.paymaster.relay_accounting import op_usage_key
 from entryway.storage import ledger_charges as charges
 from entryway.storage.intake import OpIntakeStore
 from entryway.storage.ledger import LedgerError
+from entryway.storage.ledger_records import Charge
 from entryway.storage.schema import credit_lots, op_intake, usage_events
 from entryway.storage.store import Store
 from tests.integration.storage.test_relay_accounting import CHAIN, NOW, project, user_op
 
 ENTRY_POINT = "0x4337084D9E255Ff0702461CF8895CE9E3b5Ff108"
 OPS = 24
+Draws = list[tuple[str, int]]
 
 
 def accepted_op(pid: str, n: int) -> AcceptedOp:
@@ -182,10 +186,10 @@ async def test_a_group_is_written_without_reading_its_keys_first_unless_one_was_
 async def test_an_accepted_op_is_written_in_as_few_statements_as_the_database_allows(
     engine: AsyncEngine,
 ) -> None:
-    """Each statement of the accept's transaction is a round trip the client waits for: the
-    project's lock and its live lots come in one; PostgreSQL then takes every write in one
-    more (`ledger_at_once`), SQLite a statement per table: the usage event, its draw, the
-    lot's new balance, the intake row."""
+    """Each statement of the accept's transaction is a round trip the client waits for.
+    PostgreSQL takes every write in one (`ledger_at_once`) after the project's lock and its
+    lots; SQLite reads the lock and the lots in one and writes a statement per table: the
+    usage event, its draw, the lot's new balance, the intake row."""
     store = Store(engine)
     pid = await project(store)
     sent: list[str] = []
@@ -198,8 +202,8 @@ async def test_an_accepted_op_is_written_in_as_few_statements_as_the_database_al
         await store.ledger.record_accepted_ops([accepted_op(pid, 1)])
     finally:
         event.remove(engine.sync_engine, "before_cursor_execute", count)
-    if engine.dialect.name == "postgresql":
-        assert sent == ["SELECT", "WITH"]
+    if engine.dialect.name == "postgresql":  # the lock, the lots (`lock_with_lots`), the writes
+        assert sent == ["SELECT", "SELECT", "WITH"]
     else:
         assert sent == ["SELECT", "INSERT", "INSERT", "UPDATE", "INSERT"]
 
@@ -236,3 +240,44 @@ async def test_a_group_of_two_projects_charges_each_its_own_lots(engine: AsyncEn
         assert (await store.credit_account(p)).balance(NOW) == before[p] - spent[p]
     charged, rows = await charges_and_rows(engine)
     assert charged == {a.usage_key: 1 for a in ops} and rows == 3
+
+
+async def test_a_charge_that_waited_for_its_projects_lock_reads_the_lots_the_holder_left(
+    engine: AsyncEngine,
+) -> None:
+    """Two charges of one project at once: the second waits for the first's lock and then
+    draws on the lots as the first left them (its first lot emptied), never on what it read
+    before the wait."""
+    store = Store(engine)
+    pid = await project(store)
+    async with engine.begin() as db:  # its lots so far, spent
+        await db.execute(update(credit_lots).values(remaining=0))
+    first_lot = CreditLot.new(f"{pid}-first", LotKind.PURCHASE, 5, NOW + timedelta(seconds=1))
+    later = CreditLot.new(f"{pid}-later", LotKind.PURCHASE, 1_000, NOW + timedelta(seconds=2))
+    for lot in (first_lot, later):  # the first holds exactly one charge
+        await store.add_lot(pid, lot)
+    at = NOW + timedelta(seconds=3)
+
+    async def charge(
+        key: str, holding: asyncio.Event | None, release: asyncio.Event | None
+    ) -> Draws:
+        async with engine.begin() as db:
+            plan = await charges.plan_charges(db, pid, [(0, Charge(pid, key, "op", 5, at))])
+            await charges.write_plan(db, plan)
+            if holding is not None and release is not None:
+                holding.set()
+                await release.wait()  # the lock held, the lots written, not committed
+            return [(d["lot_id"], d["credits"]) for d in plan.draws]
+
+    holding, release = asyncio.Event(), asyncio.Event()
+    first = asyncio.create_task(charge("first", holding, release))
+    await holding.wait()
+    second = asyncio.create_task(charge("second", None, None))
+    await asyncio.sleep(0.2)  # the second is waiting for the lock (or the connection)
+    assert not second.done()
+    release.set()
+    assert await first == [(first_lot.lot_id, 5)]
+    assert await second == [(later.lot_id, 5)]
+    async with engine.connect() as db:
+        left = dict((await db.execute(select(credit_lots.c.lot_id, credit_lots.c.remaining))).all())
+    assert left[first_lot.lot_id] == 0 and left[later.lot_id] == 995
