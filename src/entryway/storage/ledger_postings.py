@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
-from sqlalchemy import and_, insert, select, update
+from sqlalchemy import and_, bindparam, insert, select, update
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -41,14 +41,28 @@ class LockedProject:
     overage_budget: int | None  # the owner's spending budget; None: overage is never refused
 
 
+# Built once (their construction costs more than sending them): a project's row, locked on
+# PostgreSQL; its live lots, oldest first.
+_PROJECT_ROW = select(projects.c.cycle_overage, projects.c.overage_budget).where(
+    projects.c.project_id == bindparam("project_id")
+)
+_LOCKED_PROJECT_ROW = _PROJECT_ROW.with_for_update()
+_LIVE_LOTS = (
+    select(credit_lots)
+    .where(
+        credit_lots.c.project_id == bindparam("project_id"),
+        credit_lots.c.remaining > 0,
+        credit_lots.c.granted_at <= bindparam("until"),
+        credit_lots.c.expires_at > bindparam("at"),
+    )
+    .order_by(credit_lots.c.granted_at, credit_lots.c.lot_id)
+)
+
+
 async def lock_project(db: AsyncConnection, project_id: str) -> LockedProject:
     """Serialise a project's ledger work (PostgreSQL row lock; SQLite locks the file)."""
-    query = select(projects.c.cycle_overage, projects.c.overage_budget).where(
-        projects.c.project_id == project_id
-    )
-    if db.dialect.name == "postgresql":
-        query = query.with_for_update()
-    row = (await db.execute(query)).one_or_none()
+    query = _LOCKED_PROJECT_ROW if db.dialect.name == "postgresql" else _PROJECT_ROW
+    row = (await db.execute(query, {"project_id": project_id})).one_or_none()
     if row is None:
         raise LedgerError(f"unknown project {project_id}")
     budget = None if row.overage_budget is None else int(row.overage_budget)
@@ -60,18 +74,8 @@ async def live_account(
 ) -> CreditAccount:
     """Only the lots a charge at `at` (or any time up to `until`) can draw from, oldest
     first (FIFO); `consume` picks among them by each charge's own time."""
-    rows = (
-        await db.execute(
-            select(credit_lots)
-            .where(
-                credit_lots.c.project_id == project_id,
-                credit_lots.c.remaining > 0,
-                credit_lots.c.granted_at <= (until or at),
-                credit_lots.c.expires_at > at,
-            )
-            .order_by(credit_lots.c.granted_at, credit_lots.c.lot_id)
-        )
-    ).all()
+    bounds = {"project_id": project_id, "at": at, "until": until or at}
+    rows = (await db.execute(_LIVE_LOTS, bounds)).all()
     lots = tuple(
         CreditLot(
             r.lot_id,
