@@ -60,6 +60,10 @@ class ChainHead:
                 return  # the node is failing: the next op reads it itself, and says so
 
     async def _read(self, max_age_s: float) -> tuple[int, int, int]:
+        if self._head is not None and time.monotonic() - self._read_at <= max_age_s:
+            # Recent enough: no waiting for a read under way (the one ahead of time, say).
+            number, timestamp, base_fee = self._head
+            return number, max(timestamp, int(time.time())), base_fee
         async with self._lock:
             if self._head is None or time.monotonic() - self._read_at > max_age_s:
                 block = await self.eth.get_block("latest")

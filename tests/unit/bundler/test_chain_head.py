@@ -75,3 +75,23 @@ async def test_a_failing_node_ends_the_reads_ahead_and_close_stops_them() -> Non
     await head.now(max_age_s=0.05, keep_fresh=True)  # warm again
     await head.close()
     assert head._refresher.cancelled()
+
+
+async def test_a_recent_head_is_answered_while_a_read_ahead_is_under_way() -> None:
+    node = Node()
+    head = chain_head(node)
+    await head.now(max_age_s=10.0)
+    slow = asyncio.Event()
+    fast = node.get_block
+
+    async def stuck(tag: str) -> dict[str, Any]:
+        await slow.wait()
+        return await fast(tag)
+
+    node.get_block = stuck  # type: ignore[method-assign]
+    ahead = asyncio.create_task(head.now(max_age_s=0.0))  # a read, stuck at the node
+    await asyncio.sleep(0.05)
+    number, _, _ = await asyncio.wait_for(head.now(max_age_s=10.0), timeout=1.0)
+    assert number == 101 and not ahead.done()  # answered from the recent read, not held up
+    slow.set()
+    assert (await ahead)[0] == 102
