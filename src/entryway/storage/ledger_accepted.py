@@ -4,7 +4,7 @@ caller's transaction, for one op or a group of them (`ledger_group`).
 Per op: its relay charge (a usage event drawing on its project's lots, once per usage key),
 and, when the service's paymaster sponsors it, its hold linked to the op's hash and its
 settlement task; on a chain bundled through the intake, the op itself. A group makes a few
-statements in all, not a few per op: each project's lock and lots in one query
+statements in all, not a few per op: each project's lock and its lots
 (`ledger_charges.plan_charges`), then every charge and intake row in one statement on
 PostgreSQL (`ledger_at_once`), or a statement per table on SQLite.
 

@@ -66,6 +66,8 @@ async def write_at_once(
 def _arrays(
     prefix: str, columns: Sequence[str], rows: Sequence[Mapping[str, Any]]
 ) -> dict[str, Any]:
+    if rows and set(rows[0]) != set(columns):  # a column added to one side only
+        raise ValueError(f"{prefix} rows carry {sorted(rows[0])}, not {sorted(columns)}")
     return {f"{prefix}_{name}": [row[name] for row in rows] for name in columns}
 
 
