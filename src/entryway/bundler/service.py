@@ -225,7 +225,19 @@ class Bundler:
                 f"preVerificationGas {op.pre_verification_gas} is below the {floor} required"
             )
         self._check_mempool_rules(op)  # cheap, before the costly simulation
-        outcome = await self.validator.validate(op, now=now, block=block_number, op_hash=op_hash)
+        outcome = await self.validator.validate(
+            op, now=now, block=block_number, op_hash=op_hash, check=False
+        )
+        try:
+            self.validator.check(outcome, now, block_number)
+        except BundlerError as exc:
+            if exc.code is not RpcErrorCode.SHORT_DEADLINE:
+                raise
+            # Out of its validity window by a head read up to HEAD_TTL_S ago: judged again by
+            # the head as it is now before it is refused (a block at the window's edge, or a
+            # development chain whose clock was moved meanwhile).
+            block_number, now, _ = await self.head.now()
+            self.validator.check(outcome, now, block_number)
         required = pre_verification_gas(op, outcome.pre_op_gas - op.pre_verification_gas)
         if self.l1_fees is not None:
             required += await self.l1_fees.gas(op)

@@ -249,19 +249,27 @@ class Validator:
         block: int | None = None,
         trace: bool | None = None,
         op_hash: bytes | None = None,
+        check: bool = True,
     ) -> ValidationOutcome:
         """Simulate `op`'s validation; with tracing, also enforce ERC-7562. `now` is the time
         the next block may carry (the later of the wall clock and the latest block's),
         `block` the latest block's number (for v0.9's validity ranges in blocks); `op_hash`
-        is the op's userOpHash if the caller has it already."""
+        is the op's userOpHash if the caller has it already. Unless not `check`, the outcome
+        is then checked (`check`)."""
         extra = eip7702_override(op)
         if trace if trace is not None else self.tracing:
             outcome = await self._traced(op, extra, op_hash)
         else:
             outcome = _outcome(await self.simulator.simulate_validation(op, extra))
+        if check:
+            self.check(outcome, now, block)
+        return outcome
+
+    def check(self, outcome: ValidationOutcome, now: int, block: int | None = None) -> None:
+        """`check_outcome`, validity ranges read as this EntryPoint release reads them (v0.9's
+        in blocks)."""
         in_blocks = self.simulator.version is EntryPointVersion.V09
         check_outcome(outcome, now, block if in_blocks else None)
-        return outcome
 
     async def _resolve_code_copies(self, trace: ValidationTrace) -> None:
         """EXTCODECOPY leaves nothing on the stack to tell whether its target has code; ask
