@@ -3,6 +3,7 @@ fields; every devnet fills the fees as its real network's node would."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -30,11 +31,22 @@ async def _send(devnet: Devnet, chain_id: int, **fields: str) -> dict[str, str]:
         accounts = await rpc.request("eth_accounts", [])
         tx = {"from": accounts[0], "to": accounts[1], "value": "0x1", **fields}
         tx_hash = await rpc.request("eth_sendTransaction", [tx])
-        receipt = await rpc.request("eth_getTransactionReceipt", [tx_hash])
-        assert isinstance(receipt, dict) and receipt["status"] == "0x1"
+        receipt = await _mined(rpc, tx_hash)
+        assert receipt["status"] == "0x1"
         mined = await rpc.request("eth_getTransactionByHash", [tx_hash])
         assert isinstance(mined, dict)
         return mined
+
+
+async def _mined(rpc: JsonRpcClient, tx_hash: str, within_s: float = 10.0) -> dict[str, str]:
+    """The receipt, once the block is sealed: anvil answers with the hash before its miner
+    has sealed the block, which on a busy machine is not yet done when the next call comes."""
+    deadline = asyncio.get_running_loop().time() + within_s
+    while (receipt := await rpc.request("eth_getTransactionReceipt", [tx_hash])) is None:
+        assert asyncio.get_running_loop().time() < deadline, f"{tx_hash} not mined"
+        await asyncio.sleep(0.05)
+    assert isinstance(receipt, dict)
+    return receipt
 
 
 @pytest.mark.parametrize("chain_id", POLYGON_CHAINS)

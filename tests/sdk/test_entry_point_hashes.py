@@ -4,6 +4,7 @@ factory and a paymaster (and, on v0.9, a paymaster signature the hash leaves out
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -48,8 +49,12 @@ class Node:
     async def deploy(self, code: bytes) -> str:
         (sender,) = (await self("eth_accounts"))[:1]
         tx = {"from": sender, "data": "0x" + code.hex(), "gas": hex(29_000_000)}
-        receipt = await self("eth_getTransactionReceipt", await self("eth_sendTransaction", tx))
-        assert receipt["status"] == "0x1", receipt
+        tx_hash = await self("eth_sendTransaction", tx)
+        for _ in range(200):  # anvil answers before its miner has sealed the block
+            if (receipt := await self("eth_getTransactionReceipt", tx_hash)) is not None:
+                break
+            await asyncio.sleep(0.05)
+        assert receipt is not None and receipt["status"] == "0x1", receipt
         return str(receipt["contractAddress"])
 
 
