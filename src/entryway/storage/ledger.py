@@ -27,7 +27,7 @@ from entryway.paymaster.inclusions import Inclusion, Reversal
 from entryway.paymaster.ports import AcceptedOp
 from entryway.storage import ledger_postings as postings
 from entryway.storage import ledger_reorgs as reorgs
-from entryway.storage.ledger_accepted import write_accepted
+from entryway.storage.ledger_accepted import write_accepted, write_unlocked
 from entryway.storage.ledger_charges import charge_project
 from entryway.storage.ledger_group import GroupCommit
 from entryway.storage.ledger_queries import LedgerQueries
@@ -42,6 +42,7 @@ from entryway.storage.ledger_records import (
     purchase_lot_id,
     utc,
 )
+from entryway.storage.lots_seen import LotsSeen
 from entryway.storage.schema import credit_lots
 from entryway.storage.tasks import TaskQueue
 
@@ -63,6 +64,7 @@ class Ledger(LedgerQueries):
     def __init__(self, engine: AsyncEngine) -> None:
         super().__init__(engine)
         self._accepted = GroupCommit(self.record_accepted_ops, self._record_accepted_alone)
+        self._lots_seen = LotsSeen()  # the accepted groups' last read of each project's lots
 
     # ------------------------------------------------------------------ lots
 
@@ -249,6 +251,9 @@ class Ledger(LedgerQueries):
 
     async def record_accepted_ops(self, group: Sequence[AcceptedOp]) -> list[UsageRecord]:
         """Several accepted ops in one transaction (`ledger_accepted`): all, or none."""
+        written = await write_unlocked(self.engine, group, self._lots_seen)
+        if written is not None:
+            return written
         queue = TaskQueue(self.engine)
 
         async def work(db: AsyncConnection, assume_fresh: bool) -> list[UsageRecord]:

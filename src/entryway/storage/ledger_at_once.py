@@ -1,6 +1,16 @@
 """A group of accepted ops written in one PostgreSQL statement: its projects' charge plans
 (`ledger_charges.ChargePlan`: usage events, draws, lot balances, overage counters) and its
-intake rows (`intake.intake_row`).
+intake rows (`intake.intake_row`), if every lot the plans draw on still holds what they draw.
+
+The statement first locks the charged projects, in project order, as every unit of the
+ledger does, then the lots it draws on, in lot order; a lock it waited for gives the row
+as the unit that held it left it. It writes only if each of those lots still holds at least
+what the plans draw from it, and otherwise answers False and writes nothing. So a plan read
+without the lock (`ledger_accepted.write_unlocked`) is written as if the project's charges
+in between had come after it, or not at all; a plan read under the lock always holds. Read
+without the lock and written by a statement that is its own transaction, a group costs two
+round trips and holds the locks only while the statement runs, not across the turns of the
+API's event loop between statements.
 
 Each statement of a transaction is a round trip, and in a burst of sends each round trip
 waits for a turn of the API's busy event loop; written a table at a time, an accepted op's
@@ -39,8 +49,9 @@ INTAKE_COLUMNS = (
 
 async def write_at_once(
     db: AsyncConnection, plans: Sequence[ChargePlan], intake_rows: Sequence[Mapping[str, Any]]
-) -> None:
-    """Write `plans` and `intake_rows` (unique, in key order) on `db`'s transaction."""
+) -> bool:
+    """Write `plans` and `intake_rows` (unique, in key order) on `db`'s transaction, if every
+    lot drawn on holds what the plans draw from it; whether they were written."""
     events = [e for plan in plans for e in plan.events]
     draws = [d for plan in plans for d in plan.draws]
     lot_deltas: dict[str, int] = {}
@@ -48,19 +59,21 @@ async def write_at_once(
         for lot_id, delta in plan.lot_deltas.items():
             lot_deltas[lot_id] = lot_deltas.get(lot_id, 0) + delta
     lots = sorted(lot_deltas.items())
-    overage = sorted((p.project_id, p.overage) for p in plans if p.overage)
+    charged = sorted((p.project_id, p.overage) for p in plans if p.events)
     params: dict[str, Any] = {
         **_arrays("event", EVENT_COLUMNS, events),
         **_arrays("draw", DRAW_COLUMNS, draws),
         **_arrays("intake", INTAKE_COLUMNS, intake_rows),
         "lot_id": [lot_id for lot_id, _ in lots],
         "lot_delta": [delta for _, delta in lots],
-        "overage_project": [project_id for project_id, _ in overage],
-        "overage_delta": [delta for _, delta in overage],
+        "lot_count": len(lots),
+        "plan_project": [project_id for project_id, _ in charged],
+        "plan_overage": [overage for _, overage in charged],
+        "plan_count": len(charged),
         **{f"revived_{name}": value for name, value in REVIVED_RESET.items() if value is not None},
         "revived_when": REVIVED_WHEN,
     }
-    await db.execute(_STATEMENT, params)
+    return bool(await db.scalar(_STATEMENT, params))
 
 
 def _arrays(
@@ -83,7 +96,10 @@ def _rows(prefix: str, table: Table, columns: Sequence[str]) -> str:
 
 
 def _insert(prefix: str, table: Table, columns: Sequence[str]) -> str:
-    return f"INSERT INTO {table.name} ({', '.join(columns)}) {_rows(prefix, table, columns)}"
+    """The rows inserted if the statement goes ahead (`ready`)."""
+    rows = _rows(prefix, table, columns)
+    names = ", ".join(columns)
+    return f"INSERT INTO {table.name} ({names}) {rows} WHERE (SELECT ok FROM ready)"  # noqa: S608
 
 
 def _statement() -> TextClause:
@@ -93,20 +109,34 @@ def _statement() -> TextClause:
         f"{name} = NULL" if value is None else f"{name} = :revived_{name}"
         for name, value in REVIVED_RESET.items()
     ] + [f"{name} = EXCLUDED.{name}" for name in REVIVED_FROM_NEW]
-    # The schema's own names and types; every value is a bound parameter.
+    charged = (
+        f"unnest(CAST(:plan_project AS {project_id}[]), CAST(:plan_overage AS BIGINT[])) "
+        f"AS p(project_id, overage)"
+    )
+    drawn = f"unnest(CAST(:lot_id AS {lot_id}[]), CAST(:lot_delta AS BIGINT[])) AS d(lot_id, delta)"
+    every_project = "(SELECT count(*) FROM locked) = :plan_count"
+    # The schema's own names and types; every value is a bound parameter. The projects are
+    # locked before the lots (`held` reads `locked` whole first), as in every ledger unit.
     return text(
-        f"WITH events AS ({_insert('event', usage_events, EVENT_COLUMNS)}), "  # noqa: S608
+        f"WITH locked AS MATERIALIZED (SELECT project_id FROM {project} "  # noqa: S608
+        f"WHERE project_id = ANY(CAST(:plan_project AS {project_id}[])) "
+        f"ORDER BY project_id FOR UPDATE), "
+        f"held AS MATERIALIZED (SELECT {lot}.lot_id FROM {lot} JOIN {drawn} "
+        f"ON {lot}.lot_id = d.lot_id WHERE {every_project} AND {lot}.remaining >= d.delta "
+        f"ORDER BY {lot}.lot_id FOR UPDATE OF {lot}), "
+        f"ready AS MATERIALIZED (SELECT {every_project} "
+        f"AND (SELECT count(*) FROM held) = :lot_count AS ok), "
+        f"overage AS (UPDATE {project} SET cycle_overage = {project}.cycle_overage + p.overage "
+        f"FROM {charged}, ready WHERE {project}.project_id = p.project_id "
+        f"AND p.overage <> 0 AND ready.ok), "
+        f"events AS ({_insert('event', usage_events, EVENT_COLUMNS)}), "
         f"draws AS ({_insert('draw', usage_draws, DRAW_COLUMNS)}), "
         f"lots AS (UPDATE {lot} SET remaining = {lot}.remaining - d.delta "
-        f"FROM unnest(CAST(:lot_id AS {lot_id}[]), CAST(:lot_delta AS BIGINT[])) "
-        f"AS d(lot_id, delta) WHERE {lot}.lot_id = d.lot_id), "
-        f"overage AS (UPDATE {project} SET cycle_overage = {project}.cycle_overage + o.delta "
-        f"FROM unnest(CAST(:overage_project AS {project_id}[]), "
-        f"CAST(:overage_delta AS BIGINT[])) AS o(project_id, delta) "
-        f"WHERE {project}.project_id = o.project_id) "
-        f"{_insert('intake', op_intake, INTAKE_COLUMNS)} "
+        f"FROM {drawn}, ready WHERE {lot}.lot_id = d.lot_id AND ready.ok), "
+        f"intake AS ({_insert('intake', op_intake, INTAKE_COLUMNS)} "
         f"ON CONFLICT (chain_id, user_op_hash) DO UPDATE SET {', '.join(revived)} "
-        f"WHERE {op_intake.name}.state = :revived_when"
+        f"WHERE {op_intake.name}.state = :revived_when) "
+        f"SELECT ok FROM ready"
     )
 
 

@@ -1,8 +1,9 @@
 """Charging a project, in two steps on the caller's transaction: `plan_charges` reads (the
 keys charged before, the project's lock and its live lots) and decides each
-charge's event, draws and overage; `write_plan` writes what the plan decided. `charge_project`
-does both. A group of accepted ops writes its plans with its intake rows in one statement on
-PostgreSQL instead (`ledger_at_once`)."""
+charge's event, draws and overage (`decide`); `write_plan` writes what the plan decided.
+`charge_project` does both. A group of accepted ops writes its plans with its intake rows in
+one statement on PostgreSQL instead (`ledger_at_once`), first from a read without the lock
+(`read_unlocked`), written only if every lot it draws on still holds what it draws."""
 
 from __future__ import annotations
 
@@ -32,10 +33,11 @@ from entryway.storage.sql_lists import one_of
 @dataclass
 class ChargePlan:
     """What charging a project's batch writes: its usage events, their draws on its lots,
-    each lot's total draw and the overage the project's cycle counter gains; and each
-    charge's record, by its index in the batch."""
+    each lot's total draw and the overage the project's cycle counter gains; each
+    charge's record, by its index in the batch; and the lots as the plan leaves them."""
 
     project_id: str
+    account: CreditAccount = field(default_factory=CreditAccount)
     done: dict[int, UsageRecord] = field(default_factory=dict)
     events: list[dict[str, Any]] = field(default_factory=list)
     draws: list[dict[str, Any]] = field(default_factory=list)
@@ -75,11 +77,23 @@ async def plan_charges(
     fresh = [c.at for _, c in batch if c.idempotency_key not in known]
     for _, c in batch:
         check_amount(c.credits, f"the charge {c.idempotency_key}")
-    plan = ChargePlan(project_id)
     account = CreditAccount()
     locked = LockedProject(0, None)
     if fresh:
         locked, account = await lock_with_lots(db, project_id, min(fresh), max(fresh))
+    return decide(project_id, batch, known, locked, account)
+
+
+def decide(
+    project_id: str,
+    batch: list[tuple[int, Charge]],
+    known: dict[str, UsageRecord],
+    locked: LockedProject,
+    account: CreditAccount,
+) -> ChargePlan:
+    """Each charge's event, draws and overage, from the project as read (`known`: the keys
+    charged before, with their records; it gains the batch's own)."""
+    plan = ChargePlan(project_id)
     for i, c in batch:
         if c.idempotency_key in known:  # charged before, or earlier in this batch
             plan.done[i] = replace(known[c.idempotency_key], duplicate=True)
@@ -111,6 +125,7 @@ async def plan_charges(
         plan.done[i] = known[c.idempotency_key] = UsageRecord(
             event_id, c.credits, used.overage, False, c.status
         )
+    plan.account = account
     return plan
 
 
@@ -147,8 +162,16 @@ async def lock_with_lots(
     if db.dialect.name == "postgresql":
         locked = await lock_project(db, project_id)
         return locked, await live_account(db, project_id, at, until)
+    return await read_unlocked(db, project_id, at, until)
+
+
+async def read_unlocked(
+    db: AsyncConnection, project_id: str, at: datetime, until: datetime
+) -> tuple[LockedProject, CreditAccount]:
+    """The project's row and its lots live from `at` up to `until`, in one query and without
+    a lock (on SQLite, the transaction's own writer lock guards them)."""
     rows = (
-        await db.execute(_LOCKED_WITH_LOTS, {"project_id": project_id, "at": at, "until": until})
+        await db.execute(_WITH_LOTS, {"project_id": project_id, "at": at, "until": until})
     ).all()
     if not rows:
         raise LedgerError(f"unknown project {project_id}")
@@ -164,7 +187,7 @@ async def lock_with_lots(
     return locked, CreditAccount(lots=lots)
 
 
-def _locked_with_lots() -> Select[Any]:
+def _with_lots() -> Select[Any]:
     live = and_(
         credit_lots.c.project_id == projects.c.project_id,
         credit_lots.c.remaining > 0,
@@ -179,7 +202,7 @@ def _locked_with_lots() -> Select[Any]:
     )
 
 
-_LOCKED_WITH_LOTS = _locked_with_lots()  # built once
+_WITH_LOTS = _with_lots()  # built once
 
 
 async def _known(

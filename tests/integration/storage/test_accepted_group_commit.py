@@ -7,9 +7,10 @@ from __future__ import annotations
 import asyncio
 from dataclasses import replace
 from datetime import timedelta
+from typing import Any
 
 import pytest
-from sqlalchemy import event, func, select, update
+from sqlalchemy import Connection, event, func, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from entryway.bundler.leader import Outcome
@@ -21,6 +22,8 @@ from entryway.paymaster.relay_accounting import op_usage_key
 from entryway.storage import ledger_charges as charges
 from entryway.storage.intake import OpIntakeStore
 from entryway.storage.ledger import LedgerError
+from entryway.storage.ledger_at_once import write_at_once
+from entryway.storage.ledger_charges import ChargePlan
 from entryway.storage.ledger_records import Charge
 from entryway.storage.schema import credit_lots, op_intake, usage_events
 from entryway.storage.store import Store
@@ -187,23 +190,28 @@ async def test_an_accepted_op_is_written_in_as_few_statements_as_the_database_al
     engine: AsyncEngine,
 ) -> None:
     """Each statement of the accept's transaction is a round trip the client waits for.
-    PostgreSQL takes every write in one (`ledger_at_once`) after the project's lock and its
-    lots; SQLite reads the lock and the lots in one and writes a statement per table: the
-    usage event, its draw, the lot's new balance, the intake row."""
+    PostgreSQL reads the project and its lots in one, without a lock or a transaction (no
+    BEGIN, no COMMIT: each statement commits itself), and takes every write in one
+    (`ledger_at_once`); SQLite reads the lock and the lots in one and writes a statement per
+    table: the usage event, its draw, the lot's new balance, the intake row."""
     store = Store(engine)
     pid = await project(store)
     sent: list[str] = []
+    own_transaction: list[bool] = []
 
-    def count(conn: object, cursor: object, statement: str, *args: object) -> None:
+    def count(conn: Connection, cursor: object, statement: str, *args: object) -> None:
         sent.append(statement.split()[0].upper())
+        dbapi = conn.connection.dbapi_connection
+        own_transaction.append(getattr(dbapi, "isolation_level", None) == "autocommit")
 
     event.listen(engine.sync_engine, "before_cursor_execute", count)
     try:
         await store.ledger.record_accepted_ops([accepted_op(pid, 1)])
     finally:
         event.remove(engine.sync_engine, "before_cursor_execute", count)
-    if engine.dialect.name == "postgresql":  # the lock, the lots (`lock_with_lots`), the writes
-        assert sent == ["SELECT", "SELECT", "WITH"]
+    if engine.dialect.name == "postgresql":  # the project and its lots, the writes
+        assert sent == ["SELECT", "WITH"]
+        assert own_transaction == [True, True]
     else:
         assert sent == ["SELECT", "INSERT", "INSERT", "UPDATE", "INSERT"]
 
@@ -281,3 +289,204 @@ async def test_a_charge_that_waited_for_its_projects_lock_reads_the_lots_the_hol
     async with engine.connect() as db:
         left = dict((await db.execute(select(credit_lots.c.lot_id, credit_lots.c.remaining))).all())
     assert left[first_lot.lot_id] == 0 and left[later.lot_id] == 995
+
+
+async def _two_lots(store: Store, pid: str) -> tuple[CreditLot, CreditLot]:
+    """The project's lots so far spent; a first lot that holds one charge of 5, a later one."""
+    async with store.engine.begin() as db:
+        await db.execute(update(credit_lots).values(remaining=0))
+    first_lot = CreditLot.new(f"{pid}-first", LotKind.PURCHASE, 5, NOW + timedelta(seconds=1))
+    later = CreditLot.new(f"{pid}-later", LotKind.PURCHASE, 1_000, NOW + timedelta(seconds=2))
+    for lot in (first_lot, later):
+        await store.add_lot(pid, lot)
+    return first_lot, later
+
+
+async def _lots_left(engine: AsyncEngine) -> dict[str, int]:
+    async with engine.connect() as db:
+        rows = (await db.execute(select(credit_lots.c.lot_id, credit_lots.c.remaining))).all()
+    return {str(lot_id): int(left) for lot_id, left in rows}
+
+
+async def _read_and_plan(engine: AsyncEngine, pid: str, key: str, credits: int) -> ChargePlan:
+    """A charge of `credits` planned from the project read without its lock."""
+    at = NOW + timedelta(seconds=3)
+    async with engine.connect() as db:
+        await db.execution_options(isolation_level="AUTOCOMMIT")
+        locked, account = await charges.read_unlocked(db, pid, at, at)
+    return charges.decide(pid, [(0, Charge(pid, key, "op", credits, at))], {}, locked, account)
+
+
+async def _write_unlocked(engine: AsyncEngine, plan: ChargePlan) -> bool:
+    async with engine.connect() as db:
+        await db.execution_options(isolation_level="AUTOCOMMIT")
+        return await write_at_once(db, [plan], [])
+
+
+@pytest.mark.parametrize("engine", ["postgresql"], indirect=True)  # SQLite has no such read
+async def test_a_plan_read_without_the_lock_is_not_written_once_its_lot_was_drawn_down(
+    engine: AsyncEngine,
+) -> None:
+    """A charge planned without the lock (PostgreSQL) to draw the first lot whole; then a
+    charge that holds the project's lock and, once the planned charge's statement waits for
+    it, draws that lot: the statement never locked the lot before the project (the two would
+    deadlock), reads the lot as the holder left it, and writes nothing."""
+    store = Store(engine)
+    pid = await project(store)
+    first_lot, later = await _two_lots(store, pid)
+    at = NOW + timedelta(seconds=3)
+    plan = await _read_and_plan(engine, pid, "unlocked", 5)
+    assert [(d["lot_id"], d["credits"]) for d in plan.draws] == [(first_lot.lot_id, 5)]
+    holding, release = asyncio.Event(), asyncio.Event()
+
+    async def holder() -> None:
+        async with engine.begin() as db:
+            held = await charges.plan_charges(db, pid, [(0, Charge(pid, "held", "op", 5, at))])
+            holding.set()
+            await release.wait()
+            await charges.write_plan(db, held)
+
+    held = asyncio.create_task(holder())
+    await holding.wait()
+    write = asyncio.create_task(_write_unlocked(engine, plan))
+    await asyncio.sleep(0.2)
+    assert not write.done()  # waiting for the holder's lock
+    release.set()
+    await held  # the lot was free to draw: no deadlock
+    assert await write is False
+    charged, _ = await charges_and_rows(engine)
+    assert charged == {"held": 1}  # the unlocked plan wrote nothing
+    left = await _lots_left(engine)
+    assert left[first_lot.lot_id] == 0 and left[later.lot_id] == 1_000
+
+
+@pytest.mark.parametrize("engine", ["postgresql"], indirect=True)
+async def test_a_plan_read_without_the_lock_is_written_when_its_lot_still_holds_its_draw(
+    engine: AsyncEngine,
+) -> None:
+    """Two charges of 2 planned without the lock from the same read of a lot of 5: both
+    are written, and the lot keeps 1 (as if one had come after the other)."""
+    store = Store(engine)
+    pid = await project(store)
+    first_lot, _ = await _two_lots(store, pid)
+    plans = [await _read_and_plan(engine, pid, key, 2) for key in ("one", "two")]
+    assert await _write_unlocked(engine, plans[0]) is True
+    assert await _write_unlocked(engine, plans[1]) is True
+    assert (await _lots_left(engine))[first_lot.lot_id] == 1
+    plan = await _read_and_plan(engine, pid, "three", 2)  # reads 1 left: 1 from the later lot
+    stale = replace(plans[0], events=plan.events, draws=[{**plan.draws[0], "credits": 2}])
+    stale.lot_deltas = {first_lot.lot_id: 2}
+    assert await _write_unlocked(engine, stale) is False  # the lot holds 1, not 2
+    charged, _ = await charges_and_rows(engine)
+    assert charged == {"one": 1, "two": 1}
+
+
+async def test_an_op_whose_lot_was_drawn_down_after_its_read_is_written_under_the_lock(
+    engine: AsyncEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Between the read without the lock and the write, another unit draws the lot the op
+    meant to draw: the op is then written under the lock, from the lots as they are now (the
+    later lot), never drawing the first one twice."""
+    store = Store(engine)
+    pid = await project(store)
+    first_lot, later = await _two_lots(store, pid)
+    at = NOW + timedelta(seconds=3)
+    read = charges.read_unlocked
+    reads: list[int] = []
+
+    async def read_then_another_charge(*args: Any) -> Any:
+        seen = await read(*args)
+        if not reads and engine.dialect.name == "postgresql":
+            await store.ledger.record_many([Charge(pid, "between", "op", 5, at)])
+        reads.append(1)
+        return seen
+
+    monkeypatch.setattr(charges, "read_unlocked", read_then_another_charge)
+    op = replace(accepted_op(pid, 7), at=at)
+    [record] = await store.ledger.record_accepted_ops([op])
+    assert record.credits > 0 and not record.duplicate
+    charged, rows = await charges_and_rows(engine)
+    left = await _lots_left(engine)
+    if engine.dialect.name == "postgresql":
+        assert charged == {"between": 1, op.usage_key: 1} and rows == 1
+        assert left[first_lot.lot_id] == 0  # drawn once, by the charge in between
+        assert left[later.lot_id] == 1_000 - record.credits
+    else:  # SQLite reads under its writer lock: nothing can come in between
+        assert charged == {op.usage_key: 1} and rows == 1
+
+
+def _statements(engine: AsyncEngine) -> tuple[list[str], Any]:
+    sent: list[str] = []
+
+    def count(conn: object, cursor: object, statement: str, *args: object) -> None:
+        sent.append(statement.split()[0].upper())
+
+    return sent, count
+
+
+@pytest.mark.parametrize("engine", ["postgresql"], indirect=True)
+async def test_the_next_group_within_a_moment_is_planned_from_the_lots_its_process_saw(
+    engine: AsyncEngine,
+) -> None:
+    """A group right after another of the same project (PostgreSQL) spares the read of the
+    lots: it plans from the lots as the first left them, in one statement; once the moment
+    is over, it reads them again."""
+    store = Store(engine)
+    pid = await project(store)
+    before = (await store.credit_account(pid)).balance(NOW)
+    ledger = store.ledger
+    sent, count = _statements(engine)
+    event.listen(engine.sync_engine, "before_cursor_execute", count)
+    try:
+        first = await ledger.record_accepted_ops([accepted_op(pid, 1)])
+        second = await ledger.record_accepted_ops([accepted_op(pid, 2), accepted_op(pid, 3)])
+        ledger._lots_seen.ttl_s = 0.0  # the moment is over
+        third = await ledger.record_accepted_ops([accepted_op(pid, 4)])
+    finally:
+        event.remove(engine.sync_engine, "before_cursor_execute", count)
+    assert sent == ["SELECT", "WITH", "WITH", "SELECT", "WITH"]
+    spent = sum(r.credits for r in [*first, *second, *third])
+    assert (await store.credit_account(pid)).balance(NOW) == before - spent
+    assert all(r.overage == 0 for r in [*first, *second, *third])
+
+
+@pytest.mark.parametrize("engine", ["postgresql"], indirect=True)
+async def test_a_lot_drawn_down_since_it_was_seen_is_not_overdrawn(engine: AsyncEngine) -> None:
+    """The first lot seen with room for an op, then emptied by another charge: the op's
+    plan from what was seen fails its statement and is written under the lock, from the
+    later lot; the first is never taken under zero."""
+    store = Store(engine)
+    pid = await project(store)
+    first_lot, later = await _two_lots(store, pid)
+    at = NOW + timedelta(seconds=3)
+    ledger = store.ledger
+    small = replace(accepted_op(pid, 1), at=at)
+    small = replace(small, relay=replace(small.relay, credits=2))
+    await ledger.record_accepted_ops([small])  # seen: the first lot holds 3
+    await ledger.record_many([Charge(pid, "between", "op", 3, at)])  # empties it
+    op = replace(accepted_op(pid, 2), at=at)
+    op = replace(op, relay=replace(op.relay, credits=3))
+    [record] = await ledger.record_accepted_ops([op])
+    assert record.overage == 0
+    left = await _lots_left(engine)
+    assert left[first_lot.lot_id] == 0 and left[later.lot_id] == 1_000 - 3
+
+
+@pytest.mark.parametrize("engine", ["postgresql"], indirect=True)
+async def test_credits_granted_since_the_lots_were_seen_are_drawn_before_any_overage(
+    engine: AsyncEngine,
+) -> None:
+    """A project whose lots were seen spent gets a lot: the next op, which the lots seen
+    would charge as overage, is planned from a fresh read and draws on the new lot."""
+    store = Store(engine)
+    pid = await project(store)
+    async with engine.begin() as db:
+        await db.execute(update(credit_lots).values(remaining=0))
+    ledger = store.ledger
+    [spent] = await ledger.record_accepted_ops([accepted_op(pid, 1)])
+    assert spent.overage == spent.credits  # seen: no credits left
+    lot = CreditLot.new(f"{pid}-bought", LotKind.PURCHASE, 10_000, NOW - timedelta(seconds=1))
+    await store.add_lot(pid, lot)
+    [record] = await ledger.record_accepted_ops([accepted_op(pid, 2)])
+    assert record.overage == 0
+    assert (await _lots_left(engine))[lot.lot_id] == 10_000 - record.credits

@@ -78,10 +78,10 @@ async def test_the_op_and_its_charge_commit_together(
     store = Store(engine)
     pid = await project(store)
 
-    async def failing(*args: object, **kwargs: object) -> object:
+    def failing(*args: object, **kwargs: object) -> object:
         raise InjectedFaultError("the charge fails")
 
-    monkeypatch.setattr(ledger_charges, "plan_charges", failing)
+    monkeypatch.setattr(ledger_charges, "decide", failing)
     with pytest.raises(InjectedFaultError):
         await accept(store, pid, hash_of(2))
     async with engine.connect() as db:
