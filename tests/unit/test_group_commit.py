@@ -75,3 +75,42 @@ async def test_a_caller_that_goes_away_does_not_stop_the_others() -> None:
     assert await asyncio.gather(*waiting[1:]) == ["op1:ok", "op2:ok"]
     with pytest.raises(asyncio.CancelledError):
         await waiting[0]
+
+
+class SlowDatabase(Database):
+    """Counts the writes under way at once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.under_way = 0
+        self.most_at_once = 0
+
+    async def many(self, items: list[str]) -> list[str]:
+        self.under_way += 1
+        self.most_at_once = max(self.most_at_once, self.under_way)
+        try:
+            return await super().many(items)
+        finally:
+            self.under_way -= 1
+
+
+@pytest.mark.parametrize("depth", [1, 2, 3])
+async def test_with_a_depth_that_many_groups_are_written_at_once_and_no_more(depth: int) -> None:
+    db = SlowDatabase()
+    commit = GroupCommit(db.many, db.one, depth=depth)
+
+    async def arriving(i: int) -> str:
+        await asyncio.sleep(0.003 * i)  # one after another, while writes are under way
+        return await commit(f"op{i}")
+
+    items = 30
+    results = await asyncio.gather(*(arriving(i) for i in range(items)))
+    assert results == [f"op{i}:ok" for i in range(items)]
+    assert sorted(db.written) == sorted(f"op{i}" for i in range(items))
+    assert db.most_at_once == depth
+
+
+def test_a_depth_under_one_is_refused() -> None:
+    db = Database()
+    with pytest.raises(ValueError, match="at least one group"):
+        GroupCommit(db.many, db.one, depth=0)

@@ -50,3 +50,16 @@ def test_too_many_projects_let_the_oldest_read_go_first() -> None:
     lots.put("c", seen(100.0))
     assert lots.get("b") is None
     assert lots.get("a") is not None and lots.get("c") is not None
+
+
+def test_a_write_replaces_the_view_it_was_planned_from_and_no_other() -> None:
+    lots = LotsSeen(clock=Clock())
+    planned_from = seen(100.0)
+    lots.put("p", planned_from)
+    first, second = seen(100.0, overage=1), seen(100.0, overage=2)
+    lots.wrote("p", planned_from, first)  # the view it was planned from: replaced
+    assert lots.get("p") is first
+    lots.wrote("p", planned_from, second)  # planned from the same, written side by side
+    assert lots.get("p") is None  # neither view holds the other's draws: read afresh
+    lots.wrote("p", planned_from, second)  # nothing kept: its view is the only one
+    assert lots.get("p") is second

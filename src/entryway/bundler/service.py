@@ -214,11 +214,13 @@ class Bundler:
             max_age_s=HEAD_TTL_S, keep_fresh=self.intake_only
         )
         self._reject_banned(op)
-        check_sanity(
-            op,
-            base_fee=0 if self.mode is BundlingMode.MANUAL else base_fee,
-            limits=self.config.sanity,
-        )
+        if self.mode is BundlingMode.MANUAL:
+            base_fee = 0
+        elif op.max_fee_per_gas < base_fee:
+            # Under the base fee of a head read up to HEAD_TTL_S ago: judged again by the head
+            # as it is now (the base fee may have fallen with a block since).
+            block_number, now, base_fee = await self.head.now()
+        check_sanity(op, base_fee=base_fee, limits=self.config.sanity)
         floor = minimum_pre_verification_gas(op)
         if op.pre_verification_gas < floor:
             raise invalid_params(

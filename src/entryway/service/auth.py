@@ -24,6 +24,9 @@ JSON_RPC_ROUTE = ("POST", "/rpc/{chain_id}")
 # call, so that both its windows are counted at once; then the heavy window's decision.
 HEAVY_CALL = "heavy_call"
 HEAVY_DECISION = "heavy_decision"
+# On the request's state: the JSON-RPC body as parsed once (by `json_rpc_shortcut`), so that
+# the route does not parse it again.
+RPC_PAYLOAD = "rpc_payload"
 
 
 def heavy_decision(request: Request) -> Decision | None:

@@ -5,9 +5,10 @@ small call routing (a match against every route), dependency solving and the exc
 exit-stack layers around an endpoint cost more CPU than the call itself. This middleware,
 the innermost, calls the JSON-RPC route's own endpoint directly: the caller found as
 `current_caller` finds it (key, allowlists, rate limit), the chain id checked as the route's
-path parameter is. A request that is one heavy call (estimation, sending, `pm_*`) is
-marked before the caller is found, so that its two rate-limit windows are counted in one
-round trip (`auth.HEAVY_CALL`). The route stays declared as it was (the OpenAPI document,
+path parameter is. The body is parsed here once, for the route too (`auth.RPC_PAYLOAD`),
+and a request that is one heavy call (estimation, sending, `pm_*`) is marked before the
+caller is found, so that its two rate-limit windows are counted in one round trip
+(`auth.HEAVY_CALL`). The route stays declared as it was (the OpenAPI document,
 and any request this shortcut leaves alone: a chain id the check refuses gets the route's
 own 422). The route is taken from its own router before the app includes it: FastAPI keeps
 included routers nested, so the app's route list does not hold it.
@@ -26,7 +27,7 @@ from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from entryway.bundler.rpc_batch import is_heavy
-from entryway.service.auth import HEAVY_CALL, JSON_RPC_ROUTE, current_caller
+from entryway.service.auth import HEAVY_CALL, JSON_RPC_ROUTE, RPC_PAYLOAD, current_caller
 
 _PATH = re.compile(r"/rpc/([1-9][0-9]{0,15})")
 MAX_CHAIN_ID = 2**53  # as the route's path parameter bounds it
@@ -55,8 +56,11 @@ class JsonRpcShortcut:
         scope["path_params"] = {"chain_id": found.group(1)}
         request = Request(scope, receive)
         try:
-            if _one_heavy_call(await request.body()):
-                setattr(request.state, HEAVY_CALL, True)
+            payload = _parsed(await request.body())
+            if payload is not None:
+                setattr(request.state, RPC_PAYLOAD, payload)
+                if isinstance(payload, dict) and is_heavy(payload):
+                    setattr(request.state, HEAVY_CALL, True)
             who = await current_caller(request, None)
             response = await route.endpoint(who=who, chain_id=chain_id, request=request)
         except Exception as exc:  # answered as a route's would be, or on to the edge
@@ -64,14 +68,14 @@ class JsonRpcShortcut:
         await response(scope, receive, send)
 
 
-def _one_heavy_call(body: bytes) -> bool:
-    """Whether the body is one heavy JSON-RPC call (not a batch): its rate limit's two
-    windows are then counted in one round trip."""
+def _parsed(body: bytes) -> Any:
+    """The body's JSON, once, for the route (`auth.RPC_PAYLOAD`); None when it is not JSON
+    (the route answers the parse error). A request that is one heavy JSON-RPC call (not a
+    batch) is marked so that its rate limit's two windows are counted in one round trip."""
     try:
-        payload = orjson.loads(body)
+        return orjson.loads(body)
     except orjson.JSONDecodeError:
-        return False
-    return isinstance(payload, dict) and is_heavy(payload)
+        return None
 
 
 def json_rpc_route(router: APIRouter) -> APIRoute:

@@ -136,8 +136,8 @@ class RateLimiter:
 
     async def _hit(self, item: RateLimitItem, kind: str, project_id: str, cost: int) -> Decision:
         if self._windows is not None:
-            counted = await self._windows.hit_in_turn([_redis_hit(item, kind, project_id, cost)])
-            c = counted[0]
+            hit = _redis_hit(item, kind, project_id, cost)
+            c = await self._windows.hit(hit.window, hit.limit, hit.period_s, hit.cost)
             return Decision(c.allowed, item.amount, c.remaining, c.reset_seconds)
         allowed = await self._in_memory.hit(item, kind, project_id, cost=cost)
         stats = await self._in_memory.get_window_stats(item, kind, project_id)

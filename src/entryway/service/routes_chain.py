@@ -23,7 +23,7 @@ from entryway.domain.userop import UserOperation
 from entryway.paymaster.erc7677 import PaymasterCaller, PaymasterRpc
 from entryway.paymaster.ports import ENTRYWAY
 from entryway.paymaster.relay_accounting import RelayAccounting, op_usage_key
-from entryway.service.auth import CurrentCaller, heavy_decision
+from entryway.service.auth import RPC_PAYLOAD, CurrentCaller, heavy_decision
 from entryway.service.call_recording import RPC_LOGGED, explained, rpc_call
 from entryway.service.chain_access import NODE_RETRY_AFTER_S, ChainGate
 from entryway.service.edge import REQUEST_ID_HEADER, request_id_of
@@ -177,13 +177,15 @@ def chain_routes(prefixes: tuple[str, ...]) -> APIRouter:
         Every call of a batch counts toward the project's rate limit, and each heavy call
         toward its heavy-call limit; docs/api.md has the batch limits."""
         chain = await usable_chain(request, who, chain_id)
-        try:
-            # The edge has checked the body's size, depth and syntax; orjson's own recursion
-            # bound holds whatever Python's limit is.
-            payload = orjson.loads(await request.body())
-        except orjson.JSONDecodeError:
-            error = {"code": -32700, "message": "parse error"}
-            return json_response({"jsonrpc": "2.0", "id": None, "error": error})
+        payload = getattr(request.state, RPC_PAYLOAD, None)  # parsed by the shortcut
+        if payload is None:
+            try:
+                # The edge has checked the body's size, depth and syntax; orjson's own
+                # recursion bound holds whatever Python's limit is.
+                payload = orjson.loads(await request.body())
+            except orjson.JSONDecodeError:
+                error = {"code": -32700, "message": "parse error"}
+                return json_response({"jsonrpc": "2.0", "id": None, "error": error})
         if not isinstance(payload, list):
             answer = await _one(request, who, chain, payload)
             if answer is None:

@@ -60,10 +60,18 @@ __all__ = [
 ]
 
 
+ACCEPTED_GROUPS_AT_ONCE = 4  # accepted groups written side by side (PostgreSQL)
+
+
 class Ledger(LedgerQueries):
     def __init__(self, engine: AsyncEngine) -> None:
         super().__init__(engine)
-        self._accepted = GroupCommit(self.record_accepted_ops, self._record_accepted_alone)
+        # PostgreSQL writes an accepted group in one statement holding no lock across round
+        # trips (`ledger_at_once`): groups go side by side. SQLite has one writer.
+        depth = ACCEPTED_GROUPS_AT_ONCE if engine.dialect.name == "postgresql" else 1
+        self._accepted = GroupCommit(
+            self.record_accepted_ops, self._record_accepted_alone, depth=depth
+        )
         self._lots_seen = LotsSeen()  # the accepted groups' last read of each project's lots
 
     # ------------------------------------------------------------------ lots

@@ -139,7 +139,7 @@ async def write_unlocked(
             continue
         overage = was.locked.cycle_overage + plan.overage
         locked = LockedProject(overage, was.locked.overage_budget)
-        seen.put(plan.project_id, Seen(locked, plan.account, was.read_at))
+        seen.wrote(plan.project_id, was, Seen(locked, plan.account, was.read_at))
     if not written:
         return None
     done = {i: record for plan, _ in plans for i, record in plan.done.items()}

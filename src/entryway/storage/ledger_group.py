@@ -7,6 +7,11 @@ instead of queueing for it one transaction each, and none waits longer than one 
 turn. When a group's transaction fails (an item the database refuses, a twin committed by
 another process first), it rolls back whole and each item is written on its own (`one`), so
 each caller gets its own outcome: one bad item never sinks the others.
+
+With `depth` above one, up to that many groups are written at once: an item arriving while
+fewer are under way starts a group of its own at once instead of waiting for the one ahead
+(for writes that hold no lock across round trips, `ledger_at_once`); past that, items wait
+and go together, as with one.
 """
 
 from __future__ import annotations
@@ -26,21 +31,25 @@ class GroupCommit(Generic[T, R]):
         one: Callable[[T], Awaitable[R]],
         *,
         limit: int = 200,
+        depth: int = 1,
     ) -> None:
+        if depth < 1:
+            raise ValueError("a group commit writes at least one group at a time")
         self.many = many
         self.one = one
         self.limit = limit
+        self.depth = depth
         self._waiting: list[tuple[T, asyncio.Future[R]]] = []
-        self._committer: asyncio.Task[None] | None = None
+        self._committers: list[asyncio.Task[None]] = []
 
     async def __call__(self, item: T) -> R:
         loop = asyncio.get_running_loop()
         done: asyncio.Future[R] = loop.create_future()
         self._waiting.append((item, done))
-        committer = self._committer
-        if committer is None or committer.done() or committer.get_loop() is not loop:
+        self._committers = [c for c in self._committers if not c.done() and c.get_loop() is loop]
+        if len(self._committers) < self.depth:
             # Its own task: a caller that goes away does not stop the others' commit.
-            self._committer = loop.create_task(self._commit_waiting())
+            self._committers.append(loop.create_task(self._commit_waiting()))
         return await done
 
     async def _commit_waiting(self) -> None:

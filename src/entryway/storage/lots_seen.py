@@ -7,7 +7,9 @@ the plan draws only if every lot still holds what the plan takes from it
 (`ledger_at_once`), so lots drawn down since by anyone cannot be overdrawn. Two things the
 moment may miss are handled by the caller: a plan that would charge overage is made again
 from a fresh read (credits granted since are never passed over for overage), and a lot
-granted within the moment is drawn on once the moment is over (`ttl_s`).
+granted within the moment is drawn on once the moment is over (`ttl_s`). Groups written
+side by side each leave their own view; only one planned from the view still kept replaces
+it (`wrote`), any other makes the next group read afresh.
 """
 
 from __future__ import annotations
@@ -57,6 +59,16 @@ class LotsSeen:
         self._seen[project_id] = seen
         while len(self._seen) > self.max_projects:
             del self._seen[next(iter(self._seen))]
+
+    def wrote(self, project_id: str, planned_from: Seen, after: Seen) -> None:
+        """A group planned from `planned_from` was written, leaving the lots as `after`.
+        Kept only if no other group has put its own view since (groups written side by
+        side): two views, each without the other's draws, would not add up."""
+        current = self._seen.get(project_id)
+        if current is None or current is planned_from:
+            self.put(project_id, after)
+        else:
+            self.forget(project_id)
 
     def forget(self, project_id: str) -> None:
         self._seen.pop(project_id, None)

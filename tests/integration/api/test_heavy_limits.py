@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
+import orjson
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -137,3 +138,30 @@ async def test_a_heavy_call_counts_its_two_windows_in_one_round_trip(
     await served.client.post(f"/rpc/{CHAIN}", headers=served.auth(), json=batch)
     # The batch's first call, the one after it, then its heavy one.
     assert sent.commands == ["EVALSHA"] * 3 * trips
+
+
+async def test_the_route_takes_the_body_as_the_shortcut_parsed_it(
+    served: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A JSON-RPC body is parsed once, by the shortcut that marks heavy calls: the route
+    answers without parsing it again; a body that is not JSON still gets -32700."""
+    import entryway.service.routes_chain as routes
+
+    class NoParsing:
+        JSONDecodeError = orjson.JSONDecodeError
+
+        @staticmethod
+        def loads(body: bytes) -> object:
+            raise AssertionError("the route parsed the body again")
+
+    monkeypatch.setattr(routes, "orjson", NoParsing)
+    for body in (call("eth_chainId"), call("eth_estimateUserOperationGas")):
+        r = await served.client.post(f"/rpc/{CHAIN}", headers=served.auth(), json=body)
+        assert r.status_code == 200 and "jsonrpc" in r.json()
+    monkeypatch.undo()
+    r = await served.client.post(
+        f"/rpc/{CHAIN}",
+        headers={**served.auth(), "content-type": "application/json"},
+        content=b"{not json",
+    )
+    assert r.status_code == 200 and r.json()["error"]["code"] == -32700

@@ -1,15 +1,19 @@
 """An op is judged against a head the bundler read up to HEAD_TTL_S ago (kept fresh ahead of
 time where the process only accepts ops). One out of its validity window by that read but
 inside it by the chain as it is now (a block at the window's edge, or a development chain
-whose clock was moved by hand) is judged again by a fresh head before it is refused."""
+whose clock was moved by hand) is judged again by a fresh head before it is refused; so is
+one under the base fee of that read, when the base fee has fallen since."""
 
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import pytest
 
 from entryway.bundler import service
+from entryway.bundler.states import BundlingMode
+from entryway.domain.networks import GWEI
 from tests.integration.bundler.conftest import RpcClient
 from tests.integration.harness import Harness
 
@@ -36,3 +40,31 @@ async def test_an_op_due_by_the_chain_as_it_is_now_is_accepted(
     )
     error = await client.send_error(later)
     assert error["code"] == -32503 and f"not valid before {due + 3600}" in error["message"]
+
+
+async def test_an_op_over_the_base_fee_as_it_is_now_is_accepted(
+    client: RpcClient, harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The base fee fell with a block after the bundler's last head read: an op priced
+    between the new base fee and the old one is judged by the head as it is now, and
+    accepted; one under the new base fee is still refused."""
+    monkeypatch.setattr(service, "HEAD_TTL_S", 60.0)  # the head read below stays "recent"
+    bundler = client.rpc.bundler
+    monkeypatch.setattr(bundler, "mode", BundlingMode.AUTO)  # the base fee is checked
+    old, new = 800 * GWEI, 100 * GWEI
+    for base_fee in (old, None, new):
+        if base_fee is None:
+            assert (await bundler.head.now())[2] == old  # read while the base fee is high
+            continue
+        await harness.eth.rpc.request("anvil_setNextBlockBaseFeePerGas", [hex(base_fee)])
+        await harness.eth.rpc.request("evm_mine", [])
+
+    async def priced(max_fee: int) -> dict[str, str]:
+        owner = harness.new_key()
+        draft = await harness.build_op(owner.address, b"")
+        op = replace(draft, max_fee_per_gas=max_fee, max_priority_fee_per_gas=30 * GWEI)
+        return harness.sign(harness.sponsor(op), owner)
+
+    assert (await client.send(await priced(400 * GWEI))).startswith("0x")
+    error = await client.send_error(await priced(new - 1))
+    assert f"below the base fee {new}" in error["message"]

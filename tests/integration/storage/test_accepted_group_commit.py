@@ -490,3 +490,32 @@ async def test_credits_granted_since_the_lots_were_seen_are_drawn_before_any_ove
     [record] = await ledger.record_accepted_ops([accepted_op(pid, 2)])
     assert record.overage == 0
     assert (await _lots_left(engine))[lot.lot_id] == 10_000 - record.credits
+
+
+async def test_groups_written_side_by_side_charge_each_op_once_and_overdraw_no_lot(
+    engine: AsyncEngine,
+) -> None:
+    """Ops arriving one after another while groups are written (side by side on
+    PostgreSQL), over lots smaller than a few ops: each op charged once, every draw from a
+    lot that held it, the balance down by exactly what was charged."""
+    store = Store(engine)
+    pid = await project(store)
+    async with engine.begin() as db:
+        await db.execute(update(credit_lots).values(remaining=0))
+    for n in range(8):
+        lot = CreditLot.new(f"{pid}-{n}", LotKind.PURCHASE, 1_000, NOW - timedelta(seconds=9 - n))
+        await store.add_lot(pid, lot)
+    ledger = store.ledger
+
+    async def arriving(n: int) -> Any:
+        await asyncio.sleep(0.002 * n)
+        return await ledger.record_accepted_op(accepted_op(pid, n))
+
+    records = await asyncio.gather(*(arriving(n) for n in range(40)))
+    charged, rows = await charges_and_rows(engine)
+    assert charged == {accepted_op(pid, n).usage_key: 1 for n in range(40)} and rows == 40
+    left = await _lots_left(engine)
+    assert all(v >= 0 for v in left.values())
+    drawn = 8 * 1_000 - sum(left[f"{pid}-{n}"] for n in range(8))
+    assert drawn == sum(r.credits - r.overage for r in records)
+    assert sum(r.overage for r in records) == max(0, sum(r.credits for r in records) - 8_000)
