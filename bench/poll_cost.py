@@ -90,7 +90,7 @@ async def standalone(cluster: Cluster, root: Path) -> str:
     )  # fmt: skip
     base = f"http://127.0.0.1:{port}"
     chain_id = {"jsonrpc": "2.0", "id": 1, "method": "eth_chainId"}
-    await cluster._until(lambda http: http.post(f"{base}/rpc", json=chain_id), proc)
+    await cluster.until(lambda http: http.post(f"{base}/rpc", json=chain_id), proc)
     return base
 
 

@@ -86,7 +86,7 @@ class Cluster:
         )  # only for its command line: the cluster owns the process
         self.rpc_url = node.rpc_url
         await self.spawn("anvil", *node.command(), program="")
-        await self._until(lambda http: http.post(self.rpc_url, json=_call("eth_chainId")))
+        await self.until(lambda http: http.post(self.rpc_url, json=_call("eth_chainId")))
         accounts = {name: Account.create() for name in ("operator", "signer", "notary")}
         async with httpx.AsyncClient() as http:
             for account in (accounts["operator"], accounts["notary"]):
@@ -168,7 +168,7 @@ class Cluster:
         proc = await self.spawn(name, "api", "--config", str(self.config("api", [])),
                                 "--port", str(port))  # fmt: skip
         base = f"http://127.0.0.1:{port}"
-        await self._until(lambda http: http.get(f"{base}/healthz"), proc)
+        await self.until(lambda http: http.get(f"{base}/healthz"), proc)
         return base
 
     async def serve(self, name: str, executor_keys: list[str]) -> str:
@@ -178,7 +178,7 @@ class Cluster:
         config = self.config(name, executor_keys)
         proc = await self.spawn(name, "serve", "--config", str(config), "--port", str(port))
         base = f"http://127.0.0.1:{port}"
-        await self._until(lambda http: http.get(f"{base}/healthz"), proc)
+        await self.until(lambda http: http.get(f"{base}/healthz"), proc)
         return base
 
     async def bundler(self, executor_keys: list[str]) -> None:
@@ -237,12 +237,14 @@ class Cluster:
             await admin.close()
         return [int(r["pid"]) for r in rows]
 
-    async def _until(
+    async def until(
         self,
         ask: Callable[[httpx.AsyncClient], Awaitable[httpx.Response]],
         proc: asyncio.subprocess.Process | None = None,
         within: float = 60,
     ) -> None:
+        """Ask until the answer is 200, for `within` seconds; an error if `proc` exits
+        first or the time runs out."""
         deadline = time.monotonic() + within
         async with httpx.AsyncClient() as http:
             while time.monotonic() < deadline:

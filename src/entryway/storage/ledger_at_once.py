@@ -8,9 +8,10 @@ as the unit that held it left it. It writes only if each of those lots still hol
 what the plans draw from it, and otherwise answers False and writes nothing. So a plan read
 without the lock (`ledger_accepted.write_unlocked`) is written as if the project's charges
 in between had come after it, or not at all; a plan read under the lock always holds. Read
-without the lock and written by a statement that is its own transaction, a group costs two
-round trips and holds the locks only while the statement runs, not across the turns of the
-API's event loop between statements.
+without the lock (or planned from the lots as the process last saw them, `lots_seen`) and
+written by a statement that is its own transaction, a group costs one or two round trips
+and holds the locks only while the statement runs, not across the turns of the API's event
+loop between statements.
 
 Each statement of a transaction is a round trip, and in a burst of sends each round trip
 waits for a turn of the API's busy event loop; written a table at a time, an accepted op's
