@@ -70,8 +70,7 @@ class JsonRpcShortcut:
 
 def _parsed(body: bytes) -> Any:
     """The body's JSON, once, for the route (`auth.RPC_PAYLOAD`); None when it is not JSON
-    (the route answers the parse error). A request that is one heavy JSON-RPC call (not a
-    batch) is marked so that its rate limit's two windows are counted in one round trip."""
+    (the route answers the parse error)."""
     try:
         return orjson.loads(body)
     except orjson.JSONDecodeError:

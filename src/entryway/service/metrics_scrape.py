@@ -1,7 +1,8 @@
 """The metric families read from the running service when /metrics is scraped: each
 chain's mempool, bundles and node failures (totals the bundler and node client keep), the
 paymaster deposits last read (a paymaster per EntryPoint release), the credits this process
-charged, the task queue, and the support requests past their response target.
+charged and how it wrote its accepted ops, the task queue, and the support requests past
+their response target.
 
 `bundler_families` and `task_families` serve the other processes too: the bundler leader
 of a chain bundled from the intake, the task workers (`composition.process_http`). The
@@ -23,6 +24,7 @@ from entryway.bundler.service import Bundler
 from entryway.chain.rpc import EthClient
 from entryway.service.services import Services
 from entryway.service.support_overdue import overdue_family, overdue_requests
+from entryway.storage.ledger import AcceptedWrite
 from entryway.storage.support import SupportRequests
 from entryway.storage.tasks import TaskQueue
 
@@ -55,6 +57,16 @@ async def scraped_families(services: Services) -> list[Metric]:
     for operation, amount in sorted(platform.meter.credits_charged.items()):
         credits.add_metric((operation,), amount)
     families.append(credits)
+    writes = CounterMetricFamily(
+        "entryway_accepted_op_groups",
+        "Groups of accepted ops this process wrote, by how: at_once (one statement, no lock), "
+        "lot_drawn and charged_before (that statement refused, written again under the "
+        "project's lock), under_lock (SQLite, or a group with a sponsored op).",
+        labels=("write",),
+    )
+    for how in AcceptedWrite:
+        writes.add_metric((how.value,), platform.store.ledger.accepted_writes[how])
+    families.append(writes)
     try:
         families.extend(await task_families(TaskQueue(platform.store.engine)))
     except (SQLAlchemyError, OSError):

@@ -14,8 +14,10 @@ The postings live in `ledger_postings`, the reads in `ledger_queries`, the recor
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime
+from enum import StrEnum
 
 from sqlalchemy import insert, select
 from sqlalchemy.exc import IntegrityError, OperationalError
@@ -27,7 +29,7 @@ from entryway.paymaster.inclusions import Inclusion, Reversal
 from entryway.paymaster.ports import AcceptedOp
 from entryway.storage import ledger_postings as postings
 from entryway.storage import ledger_reorgs as reorgs
-from entryway.storage.ledger_accepted import write_accepted, write_unlocked
+from entryway.storage.ledger_accepted import may_write_unlocked, write_accepted, write_unlocked
 from entryway.storage.ledger_charges import charge_project
 from entryway.storage.ledger_group import GroupCommit
 from entryway.storage.ledger_queries import LedgerQueries
@@ -63,6 +65,18 @@ __all__ = [
 ACCEPTED_GROUPS_AT_ONCE = 4  # accepted groups written side by side (PostgreSQL)
 
 
+class AcceptedWrite(StrEnum):
+    """How an accepted group was written: in one statement without the project's lock
+    (PostgreSQL); under the lock after that statement found a lot drawn down since its read,
+    or found an op charged before (a client sending it again); or under the lock from the
+    start (SQLite, or a group with a sponsored op)."""
+
+    AT_ONCE = "at_once"
+    LOT_DRAWN = "lot_drawn"
+    CHARGED_BEFORE = "charged_before"
+    UNDER_LOCK = "under_lock"
+
+
 class Ledger(LedgerQueries):
     def __init__(self, engine: AsyncEngine) -> None:
         super().__init__(engine)
@@ -73,6 +87,8 @@ class Ledger(LedgerQueries):
             self.record_accepted_ops, self._record_accepted_alone, depth=depth
         )
         self._lots_seen = LotsSeen()  # the accepted groups' last read of each project's lots
+        # How this process wrote its accepted groups (`record_accepted_ops`), for /metrics.
+        self.accepted_writes: Counter[AcceptedWrite] = Counter()
 
     # ------------------------------------------------------------------ lots
 
@@ -259,14 +275,26 @@ class Ledger(LedgerQueries):
 
     async def record_accepted_ops(self, group: Sequence[AcceptedOp]) -> list[UsageRecord]:
         """Several accepted ops in one transaction (`ledger_accepted`): all, or none."""
-        written = await write_unlocked(self.engine, group, self._lots_seen)
-        if written is not None:
-            return written
         queue = TaskQueue(self.engine)
 
         async def work(db: AsyncConnection, assume_fresh: bool) -> list[UsageRecord]:
             return await write_accepted(db, queue, group, assume_fresh=assume_fresh)
 
+        async def keyed(db: AsyncConnection) -> list[UsageRecord]:
+            return await work(db, False)
+
+        try:
+            written = await write_unlocked(self.engine, group, self._lots_seen)
+        except IntegrityError:  # an op charged before: its key is read, as a duplicate
+            self.accepted_writes[AcceptedWrite.CHARGED_BEFORE] += 1
+            return await postings.run_unit(self.engine, keyed)
+        if written is not None:
+            self.accepted_writes[AcceptedWrite.AT_ONCE] += 1
+            return written
+        if may_write_unlocked(self.engine, group):
+            self.accepted_writes[AcceptedWrite.LOT_DRAWN] += 1
+        else:
+            self.accepted_writes[AcceptedWrite.UNDER_LOCK] += 1
         # An op's relay is charged once per op hash: a charge seen before is a client sending
         # the same op again, rare enough to pay a second attempt for.
         return await postings.run_unit_fresh_first(self.engine, work)

@@ -26,7 +26,6 @@ from typing import Any
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from entryway.domain.credits import check_amount
 from entryway.paymaster.ports import AcceptedOp
 from entryway.storage import ledger_charges as charges
 from entryway.storage import ledger_postings as postings
@@ -108,6 +107,11 @@ async def write_accepted(
     return [done[i] for i in range(len(group))]
 
 
+def may_write_unlocked(engine: AsyncEngine, group: Sequence[AcceptedOp]) -> bool:
+    """Whether `write_unlocked` tries `group`: on PostgreSQL, when no op of it is sponsored."""
+    return engine.dialect.name == "postgresql" and not any(a.settlement for a in group)
+
+
 async def write_unlocked(
     engine: AsyncEngine, group: Sequence[AcceptedOp], seen: LotsSeen
 ) -> list[UsageRecord] | None:
@@ -116,14 +120,12 @@ async def write_unlocked(
     then every write in one statement that goes ahead only if every lot drawn on still holds
     what the group draws from it (`ledger_at_once`). Each op's record, in `group`'s order;
     None when the group was not written (a sponsored op, whose link and task need a
-    transaction; a lot drawn down in between; a key charged before): the caller then writes
-    it under the lock (`write_accepted`)."""
-    if engine.dialect.name != "postgresql" or any(a.settlement for a in group):
+    transaction; a lot drawn down in between): the caller then writes it under the lock
+    (`write_accepted`). A key charged before (a client sending an op again) raises the
+    insert's IntegrityError, nothing written: the caller reads the keys first then."""
+    if not may_write_unlocked(engine, group):
         return None
     by_project = _by_project(group)
-    for batch in by_project.values():
-        for _, c in batch:
-            check_amount(c.credits, f"the charge {c.idempotency_key}")
     async with engine.connect() as db:
         await db.execution_options(isolation_level="AUTOCOMMIT")
         plans: list[tuple[charges.ChargePlan, Seen]] = []
@@ -131,8 +133,10 @@ async def write_unlocked(
             plans.append(await _plan(db, project_id, by_project[project_id], seen))
         try:
             written = await write_at_once(db, [p for p, _ in plans], _intake_rows(group))
-        except IntegrityError:  # a key charged before: read under the lock, it is a duplicate
-            written = False
+        except IntegrityError:  # a key charged before: the caller's keyed attempt finds it
+            for plan, _ in plans:
+                seen.forget(plan.project_id)
+            raise
     for plan, was in plans:
         if not written:
             seen.forget(plan.project_id)

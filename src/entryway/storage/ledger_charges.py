@@ -75,8 +75,6 @@ async def plan_charges(
     unit again without it (`ledger_postings.run_unit_fresh_first` runs both attempts)."""
     known = {} if assume_fresh else await _known(db, project_id, batch)
     fresh = [c.at for _, c in batch if c.idempotency_key not in known]
-    for _, c in batch:
-        check_amount(c.credits, f"the charge {c.idempotency_key}")
     account = CreditAccount()
     locked = LockedProject(0, None)
     if fresh:
@@ -92,7 +90,11 @@ def decide(
     account: CreditAccount,
 ) -> ChargePlan:
     """Each charge's event, draws and overage, from the project as read (`known`: the keys
-    charged before, with their records; it gains the batch's own)."""
+    charged before, with their records; it gains the batch's own). A charge that is not a
+    whole number of credits of at least 0 is refused (`CreditError`) before anything is
+    written."""
+    for _, c in batch:
+        check_amount(c.credits, f"the charge {c.idempotency_key}")
     plan = ChargePlan(project_id)
     for i, c in batch:
         if c.idempotency_key in known:  # charged before, or earlier in this batch

@@ -19,6 +19,7 @@ from entryway.storage.support import SupportRequests
 from entryway.storage.tasks import TaskQueue
 from tests.integration.api.conftest import ADMIN_TOKEN, Api, make_api
 from tests.integration.api.test_rate_limits import redis_url
+from tests.integration.storage.test_accepted_group_commit import accepted_op
 
 FAMILIES = {
     "entryway_http_requests",
@@ -29,6 +30,7 @@ FAMILIES = {
     "entryway_node_rpc_failures",
     "entryway_paymaster_deposit_wei",
     "entryway_credits_charged",
+    "entryway_accepted_op_groups",
     "entryway_tasks",
     "entryway_task_oldest_age_seconds",
     "entryway_support_overdue",
@@ -148,6 +150,27 @@ async def test_credits_charged_are_counted_by_operation_not_by_project(api: Api)
     }
     assert charged == {"notarization": float(quote.credits)}
     assert not any(api.project_id in str(labels) for _, labels in after)
+
+
+async def test_accepted_op_groups_are_counted_by_how_they_were_written(api: Api) -> None:
+    """PostgreSQL writes a group in one statement without the lock, and a group carrying an op
+    charged before again under it; SQLite writes every group under the lock."""
+    ledger = api.services.store.ledger
+    first, second = accepted_op(api.project_id, 1), accepted_op(api.project_id, 2)
+    await ledger.record_accepted_ops([first])
+    await ledger.record_accepted_ops([first, second])  # `first` sent again
+
+    after = samples((await api.client.get("/metrics")).text)
+    groups = {
+        dict(labels)["write"]: value
+        for (name, labels), value in after.items()
+        if name == "entryway_accepted_op_groups_total"
+    }
+    if ledger.engine.dialect.name == "postgresql":
+        expected = {"at_once": 1.0, "charged_before": 1.0, "lot_drawn": 0.0, "under_lock": 0.0}
+    else:
+        expected = {"at_once": 0.0, "charged_before": 0.0, "lot_drawn": 0.0, "under_lock": 2.0}
+    assert groups == expected
 
 
 async def test_metrics_off_this_host_take_a_token(api: Api) -> None:

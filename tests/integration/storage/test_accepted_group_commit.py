@@ -19,6 +19,7 @@ from entryway.domain.credits import CreditLot, LotKind
 from entryway.domain.pricebook import default_price_book
 from entryway.paymaster.ports import AcceptedOp, IntakeEntry
 from entryway.paymaster.relay_accounting import op_usage_key
+from entryway.storage import ledger as ledger_module
 from entryway.storage import ledger_charges as charges
 from entryway.storage.intake import OpIntakeStore
 from entryway.storage.ledger import LedgerError
@@ -184,6 +185,34 @@ async def test_a_group_is_written_without_reading_its_keys_first_unless_one_was_
     assert rows == len(ops)
     spent = sum(r.credits for r in mixed[1:])
     assert (await store.credit_account(pid)).balance(NOW) == before - spent
+
+
+@pytest.mark.parametrize("engine", ["postgresql"], indirect=True)
+async def test_a_duplicate_found_by_the_statement_without_the_lock_is_written_with_keys_read(
+    engine: AsyncEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On PostgreSQL an op charged before fails the one statement (its key): the group goes
+    straight to the attempt that reads its keys, not first to another that takes them for
+    fresh and fails the same way."""
+    store = Store(engine)
+    pid = await project(store)
+    attempts: list[bool] = []
+    write = ledger_module.write_accepted
+
+    async def counted(*args: Any, assume_fresh: bool) -> Any:
+        attempts.append(assume_fresh)
+        return await write(*args, assume_fresh=assume_fresh)
+
+    monkeypatch.setattr(ledger_module, "write_accepted", counted)
+    ops = [accepted_op(pid, n) for n in range(3)]
+    first = await store.ledger.record_accepted_ops(ops[:2])
+    assert attempts == []  # written by the one statement
+    again = await store.ledger.record_accepted_ops([ops[1], ops[2]])
+    assert attempts == [False]
+    assert [r.duplicate for r in again] == [True, False]
+    assert again[0].event_id == first[1].event_id
+    charged, rows = await charges_and_rows(engine)
+    assert charged == {a.usage_key: 1 for a in ops} and rows == len(ops)
 
 
 async def test_an_accepted_op_is_written_in_as_few_statements_as_the_database_allows(
