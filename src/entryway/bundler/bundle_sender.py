@@ -1,5 +1,7 @@
-"""Bundles out of the mempool: built, checked (second validation, COD-010, the whole
-handleOps eth_called), sent with an idle executor key, and followed to their receipts."""
+"""Bundles out of the mempool: chosen for an idle executor key, checked (second validation,
+COD-010, the whole handleOps eth_called), sent, and followed to their receipts. Several
+bundles for one block are checked and sent side by side: only the choice of their ops is one
+at a time."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from entryway import contracts
@@ -26,6 +29,7 @@ from entryway.bundler.validation.simulation import (
     failed_op_error,
 )
 from entryway.chain.rpc import RpcError, TxReceipt
+from entryway.domain.userop import UserOperation
 
 if TYPE_CHECKING:
     from entryway.bundler.service import Bundler
@@ -36,18 +40,32 @@ AUTHORIZATION_GAS = 25_000  # EIP-7702 PER_EMPTY_ACCOUNT_COST, charged per autho
 EP = contracts.load("EntryPoint").abi
 
 
+@dataclass(eq=False, slots=True)
+class _Claim:
+    """A bundle being checked and sent: its executor (reserved meanwhile) and the ops chosen
+    for it at the head `block`, whose senders no other bundle may choose until it is sent."""
+
+    executor: TransactionManager
+    chosen: list[MempoolEntry]
+    block: int
+    now: int
+    started: float
+
+    @property
+    def senders(self) -> set[str]:
+        return {e.op.sender for e in self.chosen}
+
+
 class BundleSender:
     def __init__(self, bundler: Bundler) -> None:
         self.bundler = bundler
-        self._lock = asyncio.Lock()
+        self._lock = asyncio.Lock()  # one bundle's ops chosen at a time
         self.following: set[asyncio.Task[None]] = set()  # bundles being followed to a receipt
         self._in_flight: dict[str, set[str]] = {}  # tx hash -> senders in that bundle
-        # The gas of the bundles sent while the head was this block number: together they
+        self._claims: set[_Claim] = set()  # bundles chosen, being checked and sent
+        # The gas of the bundles chosen while the head was this block number: together they
         # stay within the block gas limit.
         self._sent_at_head = (-1, 0)
-        # How long the last bundle's checks took (second validation, COD-010, eth_call):
-        # logged with each bundle, since it is what a bundle waits on under load.
-        self.last_checks_s = 0.0
 
     def idle_executor(self) -> TransactionManager | None:
         return next((e for e in self.bundler.executors if e.idle), None)
@@ -59,43 +77,111 @@ class BundleSender:
             await asyncio.sleep(0.05)
 
     async def fill_block(self) -> str | None:
-        """Auto mode: a bundle, then another with the next idle executor while ops that
-        could go wait and the block has room; the first bundle's transaction hash."""
-        first = await self.bundle_once(wait=False)
-        sent = first
-        while sent is not None and self.idle_executor() is not None and self._others_wait():
-            sent = await self.bundle_once(wait=False)
-        return first
+        """Auto mode: bundles with as many idle executors as the ready ops and the block's
+        gas call for, each checked and sent while the next is chosen (one bundle's checks
+        never hold up another's); the transaction hash of the first one sent."""
+        sends: list[asyncio.Task[str | None]] = []
+        while True:
+            claim = await self._claim()
+            if claim is None:
+                break
+            sends.append(asyncio.create_task(self._check_and_send(claim, wait=False)))
+            if self.idle_executor() is None or not self._others_wait():
+                break
+        results = await asyncio.gather(*sends, return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+        return next((r for r in results if isinstance(r, str)), None)
+
+    def _busy(self) -> set[str]:
+        """Senders with an op in a bundle being checked, sent, or not mined yet."""
+        busy = {s for senders in self._in_flight.values() for s in senders}
+        for claim in self._claims:
+            busy |= claim.senders
+        return busy
 
     def _others_wait(self) -> bool:
-        busy = {s for senders in self._in_flight.values() for s in senders}
+        busy = self._busy()
         return any(e.op.sender not in busy for e in self.bundler.mempool.entries())
 
     async def bundle_once(self, *, wait: bool) -> str | None:
-        """Build, check and send one bundle; with `wait`, return once it is mined."""
+        """Choose, check and send one bundle; with `wait`, return once it is mined."""
         if wait:
             await self._await_idle_executor()
+        claim = await self._claim()
+        if claim is None:
+            return None
+        return await self._check_and_send(claim, wait=wait)
+
+    async def _claim(self) -> _Claim | None:
+        """The next bundle's ops, chosen from the mempool for an idle executor (reserved
+        for it, so that no other EntryPoint's bundler takes it meanwhile); None when no
+        executor is idle or no op can go."""
         async with self._lock:
-            started = time.monotonic()
             executor = self.idle_executor()
             if executor is None:
                 return None
-            executor.reserved = True  # no other EntryPoint's bundler takes it meanwhile
-            try:
-                sent = await self._send_with(executor)
-            finally:
-                executor.reserved = False
-            if sent is None:
+            block, now, base_fee = await self.bundler.head.now()
+            max_age = self.bundler.config.mempool.max_age_s
+            for entry, reason in self.bundler.mempool.expire(
+                now=now, block=block, received_before=time.time() - max_age
+            ):
+                self.bundler.tracked[entry.user_op_hash] = Tracked(OpStatus.DROPPED, reason=reason)
+                self.bundler.counts.ops_dropped += 1
+            busy = self._busy()
+            candidates = [e for e in self.bundler.mempool.entries() if e.op.sender not in busy]
+            at, used = self._sent_at_head
+            used = used if at == block else 0
+            limits = self.bundler.config.bundle
+            chosen = select_bundle(
+                candidates,
+                base_fee=0 if self.bundler.mode is BundlingMode.MANUAL else base_fee,
+                reputation=self.bundler.reputation,
+                # The transaction's gas counts the EntryPoint's overhead twice (_send).
+                max_bundle_gas=limits.gas_budget(self.bundler.head.gas_limit, used)
+                - BUNDLE_OVERHEAD_GAS,
+                limits=limits,
+            )
+            if not chosen:
+                if candidates:
+                    log.info("nothing to bundle (%d ops in the mempool)", len(candidates))
                 return None
-            tx, ops = sent
+            self._sent_at_head = (block, used + self._gas([e.op for e in chosen]))
+            executor.reserved = True
+            claim = _Claim(executor, chosen, block, now, time.monotonic())
+            self._claims.add(claim)
+            return claim
+
+    def _gas(self, ops: Sequence[UserOperation]) -> int:
+        """A bundle transaction's gas limit for `ops`."""
+        gas = sum(self.bundler.codec.bundle_gas(op) for op in ops) + BUNDLE_OVERHEAD_GAS * 2
+        return gas + AUTHORIZATION_GAS * sum(op.eip7702_auth is not None for op in ops)
+
+    async def _check_and_send(self, claim: _Claim, *, wait: bool) -> str | None:
+        """Check `claim`'s ops (second validation, COD-010, the bundle's eth_call) and send
+        those that pass; the transaction's hash, None when none passed. With `wait`, return
+        once it is mined."""
+        try:
+            ops, data = await self._checked(claim)
+            checks_s = time.monotonic() - claim.started
+            if not ops:
+                log.info(
+                    "nothing to bundle: the %d ops chosen failed the checks", len(claim.chosen)
+                )
+                return None
+            tx = await self._send(claim.executor, ops, data)
+        finally:
+            claim.executor.reserved = False
+            self._claims.discard(claim)
         log.info(
             "sent a bundle of %d ops: %s (checked and sent in %.0f ms, the checks %.0f ms)",
             len(ops),
             tx.latest.tx_hash,
-            (time.monotonic() - started) * 1000,
-            self.last_checks_s * 1000,
+            (time.monotonic() - claim.started) * 1000,
+            checks_s * 1000,
         )
-        follow = self._follow(executor, tx, ops)
+        follow = self._follow(claim.executor, tx, ops)
         if wait:
             await follow
         else:
@@ -104,26 +190,19 @@ class BundleSender:
             task.add_done_callback(self.following.discard)
         return tx.latest.tx_hash
 
-    async def _send_with(
-        self, executor: TransactionManager
-    ) -> tuple[PendingTransaction, list[MempoolEntry]] | None:
-        """Build, check and send a bundle with `executor`; None when there is nothing to send."""
-        checking = time.monotonic()
-        ops, data = await self._checked_bundle()
-        self.last_checks_s = time.monotonic() - checking
-        if not ops:
-            log.info("nothing to bundle (%d ops in the mempool)", len(self.bundler.mempool))
-            return None
-        gas = sum(self.bundler.codec.bundle_gas(e.op) for e in ops) + BUNDLE_OVERHEAD_GAS * 2
-        # The head _checked_bundle has just read (no second node call).
-        block, _, base_fee = await self.bundler.head.now(max_age_s=HEAD_REUSE_S)
+    async def _send(
+        self, executor: TransactionManager, ops: list[MempoolEntry], data: bytes
+    ) -> PendingTransaction:
+        """Send the checked bundle of `ops` (handleOps `data`) with `executor`."""
+        # The head _claim has just read (no second node call).
+        _, _, base_fee = await self.bundler.head.now(max_age_s=HEAD_REUSE_S)
         priority = max(
             self.bundler.config.min_priority_fee_per_gas,
             min(e.op.max_priority_fee_per_gas for e in ops),
         )
         max_fee = max(min(e.op.max_fee_per_gas for e in ops), base_fee + priority)
         auths = [e.op.eip7702_auth.to_rpc() for e in ops if e.op.eip7702_auth is not None]
-        gas += AUTHORIZATION_GAS * len(auths)
+        gas = self._gas([e.op for e in ops])
         tx = await executor.send(
             self.bundler.config.entry_point, data, gas, max_fee, priority, authorizations=auths
         )
@@ -133,37 +212,17 @@ class BundleSender:
                 OpStatus.SUBMITTED, tx.latest.tx_hash, attempts=tx.attempts
             )
         self._in_flight[tx.latest.tx_hash] = {e.op.sender for e in ops}
-        at, used = self._sent_at_head
-        self._sent_at_head = (block, (used if at == block else 0) + gas)
         self.bundler.counts.bundles_sent += 1
-        return tx, ops
+        return tx
 
-    async def _checked_bundle(self) -> tuple[list[MempoolEntry], bytes]:
-        """The ops to bundle now, and their handleOps calldata (as checked by eth_call)."""
-        block, now, base_fee = await self.bundler.head.now()
-        max_age = self.bundler.config.mempool.max_age_s
-        for entry, reason in self.bundler.mempool.expire(
-            now=now, block=block, received_before=time.time() - max_age
-        ):
-            self.bundler.tracked[entry.user_op_hash] = Tracked(OpStatus.DROPPED, reason=reason)
-            self.bundler.counts.ops_dropped += 1
-        busy = {s for senders in self._in_flight.values() for s in senders}
-        candidates = [e for e in self.bundler.mempool.entries() if e.op.sender not in busy]
-        at, used = self._sent_at_head
-        limits = self.bundler.config.bundle
-        budget = limits.gas_budget(self.bundler.head.gas_limit, used if at == block else 0)
-        chosen = select_bundle(
-            candidates,
-            base_fee=0 if self.bundler.mode is BundlingMode.MANUAL else base_fee,
-            reputation=self.bundler.reputation,
-            # The transaction's gas counts the EntryPoint's overhead twice (_send_with).
-            max_bundle_gas=budget - BUNDLE_OVERHEAD_GAS,
-            limits=limits,
-        )
+    async def _checked(self, claim: _Claim) -> tuple[list[MempoolEntry], bytes]:
+        """The claimed ops that pass the checks, and their handleOps calldata (as checked by
+        eth_call)."""
+        chosen = claim.chosen
         # The second validation (untraced: the trace ran at admission) of every chosen op,
         # with one read of the code every op's validation used (COD-010), in one batch.
         results, changes = await self.bundler.validator.revalidate(
-            [e.op for e in chosen], [e.outcome for e in chosen], now=now, block=block
+            [e.op for e in chosen], [e.outcome for e in chosen], now=claim.now, block=claim.block
         )
         revalidated = []
         for entry, result, changed in zip(chosen, results, changes, strict=True):

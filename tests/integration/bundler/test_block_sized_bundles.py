@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
@@ -165,3 +166,48 @@ async def test_when_one_bundle_cannot_carry_the_ready_ops_another_executor_sends
         assert gas <= 6_000_000 * SHARE // 100
         senders.add((await eth.rpc.request("eth_getTransactionByHash", [tx_hash]))["from"])
     assert len(senders) == 2  # both executor keys sent
+
+
+async def test_a_bundle_whose_checks_are_slow_does_not_hold_up_the_next_one(
+    trusting: RpcClient, harness: Harness, eth: EthClient, block_gas_limit: int
+) -> None:
+    """Two bundles for one block: the first one's checks (the second validation) are held
+    up; the second is checked and sent meanwhile, with the other executor key, and carries
+    none of the first one's ops. Released, the first is sent too, and every op is mined once."""
+    await set_block_gas_limit(eth, 6_000_000)  # fewer than ten ops a bundle
+    hashes = await sponsored_ops(harness, trusting, 12)
+    bundler = trusting.rpc.bundler
+    revalidate = bundler.validator.revalidate
+    release, held = asyncio.Event(), asyncio.Event()
+    checked: list[list[str]] = []
+
+    async def first_held(ops: Any, *args: Any, **kwargs: Any) -> Any:
+        checked.append([op.sender for op in ops])
+        if len(checked) == 1:
+            held.set()
+            await release.wait()
+        return await revalidate(ops, *args, **kwargs)
+
+    bundler.validator.revalidate = first_held  # type: ignore[method-assign]
+    before = bundler.counts.bundles_sent
+    filling = asyncio.create_task(bundler.fill_block())
+    await asyncio.wait_for(held.wait(), 10)
+    for _ in range(200):
+        if bundler.counts.bundles_sent > before:
+            break
+        await asyncio.sleep(0.05)
+    assert bundler.counts.bundles_sent - before == 1  # the second, while the first is held
+    assert not filling.done()
+    assert not set(checked[0]) & set(checked[1])  # no op in both
+    release.set()
+    await asyncio.wait_for(filling, 30)
+    assert bundler.counts.bundles_sent - before == 2
+    await asyncio.gather(*bundler.sender.following)
+    mined = {}
+    for op_hash in hashes:
+        receipt = await trusting.result("eth_getUserOperationReceipt", op_hash)
+        if receipt is not None:
+            assert receipt["success"]
+            mined[op_hash] = receipt["receipt"]["transactionHash"]
+    assert len(mined) == len(checked[0]) + len(checked[1])
+    assert len(set(mined.values())) == 2
