@@ -59,7 +59,9 @@ def chromium() -> str:
     return found
 
 
-@pytest.fixture(scope="session")
+# Package-scoped: the service and the browser stop once the dashboard's tests are done, rather
+# than idling through the rest of the run on a machine the other tests share.
+@pytest.fixture(scope="package")
 async def service(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Service]:
     data_dir = tmp_path_factory.mktemp("dashboard")
     port = free_port()
@@ -87,7 +89,7 @@ async def service(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Ser
         await running.stop(proc)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 async def browser() -> AsyncIterator[Browser]:
     executable = chromium()
     async with async_playwright() as playwright:
