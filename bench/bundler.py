@@ -30,6 +30,7 @@ from typing import Any
 from eth_account import Account
 
 from bench.bundler_load import ProcessClock, block_shares, load_average, node_pid, open_loop
+from bench.slow_node import slow_node
 from entryway import contracts
 from entryway.bundler.rpc_types import user_operation_json
 from entryway.bundler.validation.simulation import Simulator
@@ -171,12 +172,21 @@ class ServedDevnet:
 
 @asynccontextmanager
 async def served_devnet(
-    executors: int, *, block_gas_limit: int | None = None, trust_factory: bool = False
+    executors: int,
+    *,
+    block_gas_limit: int | None = None,
+    trust_factory: bool = False,
+    node_latency_ms: float = 0.0,
 ) -> AsyncIterator[ServedDevnet]:
     """With `block_gas_limit`, the devnet's blocks carry that much gas; with `trust_factory`,
-    the bundler trusts the SimpleAccountFactory (reputation never throttles it)."""
+    the bundler trusts the SimpleAccountFactory (reputation never throttles it); with
+    `node_latency_ms`, the bundler reaches the node through a relay holding each request
+    that long (`bench.slow_node`)."""
     with tempfile.TemporaryDirectory() as tmp:
-        async with Devnet(Path(tmp), [CHAIN_ID], block_time_s=BLOCK_TIME_S) as devnet:
+        async with (
+            Devnet(Path(tmp), [CHAIN_ID], block_time_s=BLOCK_TIME_S) as devnet,
+            contextlib.AsyncExitStack() as stack,
+        ):
             chain = devnet.chains[0]
             async with JsonRpcClient(chain.rpc_url) as rpc:
                 eth = EthClient(rpc)
@@ -199,9 +209,14 @@ async def served_devnet(
                 await deployer.ensure(plan_v06)
                 port = free_port()
                 trusted = ["--trusted-entity", plan.address] if trust_factory else []
+                node_url = chain.rpc_url
+                if node_latency_ms:
+                    node_url = await stack.enter_async_context(
+                        slow_node(chain.rpc_url, node_latency_ms)
+                    )
                 proc = await asyncio.create_subprocess_exec(
                     str(Path(sys.executable).with_name("entryway")), "bundler",
-                    "--rpc-url", chain.rpc_url, "--executor-key-file", str(executor_file),
+                    "--rpc-url", node_url, "--executor-key-file", str(executor_file),
                     "--port", str(port), "--auto-bundle-interval", "0.1", "--debug-rpc",
                     *trusted,
                 )  # fmt: skip
@@ -229,7 +244,10 @@ async def served_devnet(
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     async with served_devnet(
-        args.executors, block_gas_limit=args.block_gas_limit, trust_factory=args.trust_factory
+        args.executors,
+        block_gas_limit=args.block_gas_limit,
+        trust_factory=args.trust_factory,
+        node_latency_ms=args.node_latency_ms,
     ) as served:
         bench = served.bench()
         try:
@@ -456,6 +474,12 @@ def main() -> None:
         "--open-loop", default="", help="rates to step through, ops/s: e.g. 50,100,150,200"
     )
     parser.add_argument("--step-s", type=float, default=20.0, help="seconds at each rate")
+    parser.add_argument(
+        "--node-latency-ms",
+        type=float,
+        default=0.0,
+        help="the bundler reaches the node through a relay holding each request this long",
+    )
     result = asyncio.run(run(parser.parse_args()))
     for key, value in result.items():
         print(f"{key}: {value:.3f}" if isinstance(value, float) else f"{key}: {value}")
