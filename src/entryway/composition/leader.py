@@ -10,9 +10,10 @@ follows the intake by polling it every INTAKE_POLL_S: a short indexed query, sim
 LISTEN/NOTIFY (which needs a connection held outside the pool, re-listening after every
 reconnect, and still a poll on takeover) and the same on SQLite. In one process with the API,
 the API also wakes the leader as soon as it has written an op (`wake`), so that an op waits
-for no poll. A leader that loses its lock stops at once, rather than bundle alongside a new
-leader: `entryway bundler` exits (status 1) for its supervisor to restart it as a standby; an
-in-process leader stands by again. With an operator endpoint (`--http-port`), it answers
+for no poll; such a leader, with no op loaded, polls every IDLE_WOKEN_POLL_S only. A leader
+that loses its lock stops at once, rather than bundle alongside a new leader: `entryway
+bundler` exits (status 1) for its supervisor to restart it as a standby; an in-process
+leader stands by again. With an operator endpoint (`--http-port`), it answers
 /healthz, /readyz and /metrics from its `Leadership` (`composition.process_http`), standing
 by and leading alike.
 """
@@ -50,6 +51,9 @@ from entryway.storage.leader_lock import LeaderLock, leader_key
 log = logging.getLogger("entryway.bundler.leader")
 LOCK_POLL_S = 1.0
 INTAKE_POLL_S = 0.05  # an indexed query of the open ops: 20 a second is cheap
+# In one process with the API (`wake`), with no op loaded: the API wakes the leader for its
+# own ops, so the poll only finds those of other processes sharing the database.
+IDLE_WOKEN_POLL_S = 0.25
 
 
 class LeadershipLostError(EntrywayError):
@@ -160,21 +164,26 @@ async def _lead(
                     log.debug("chain %d: the intake step waits for the node: %s", chain_id, exc)
                 except Exception:
                     log.exception("chain %d: the intake step failed; retrying", chain_id)
-                await _next_poll(stop, wake)
+                busy = any(leader.loaded for leader in leaders)
+                await _next_poll(stop, wake, busy=busy)
         finally:
             leadership.bundler = None
             await bundler_rpc.stop()
 
 
-async def _next_poll(stop: asyncio.Event, wake: asyncio.Event | None) -> None:
-    """Wait INTAKE_POLL_S, or less: until `stop`, or until an op written here wakes us."""
+async def _next_poll(stop: asyncio.Event, wake: asyncio.Event | None, *, busy: bool) -> None:
+    """Wait INTAKE_POLL_S, or less: until `stop`, or until an op written here wakes us. Woken
+    by this process's API and with no op loaded (not `busy`: none to write back), wait up to
+    IDLE_WOKEN_POLL_S instead: an idle `entryway up` then reads the intake a few times a
+    second rather than twenty times per EntryPoint."""
     if wake is None:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), INTAKE_POLL_S)
         return
+    timeout = INTAKE_POLL_S if busy else IDLE_WOKEN_POLL_S
     waits = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(wake.wait())]
     try:
-        await asyncio.wait(waits, timeout=INTAKE_POLL_S, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
     finally:
         for waiting in waits:
             waiting.cancel()
