@@ -31,18 +31,23 @@ async def database() -> AsyncIterator[tuple[str, str]]:
         yield url, name
 
 
-async def test_a_leader_cut_from_its_lock_stops_and_the_standby_leads(
-    database: tuple[str, str], devnet: Devnet, eth: EthClient
-) -> None:
-    url, name = database
+async def funded_chain(devnet: Devnet, eth: EthClient) -> BundlerChain:
+    """The devnet's chain as a leader bundles it, with an executor key of its own, funded."""
     executor = Harness.new_key()
     await eth.rpc.request("anvil_setBalance", [executor.address, hex(1000 * ETHER)])
-    chain = BundlerChain(
+    return BundlerChain(
         (devnet.chains[0].rpc_url,),
         (executor,),
         devnet.chains[0].deployment.entry_point,
         fee_rules_for(CHAIN_ID),
     )
+
+
+async def test_a_leader_cut_from_its_lock_stops_and_the_standby_leads(
+    database: tuple[str, str], devnet: Devnet, eth: EthClient
+) -> None:
+    url, name = database
+    chain = await funded_chain(devnet, eth)
     stop = asyncio.Event()
     first_leads, second_leads = asyncio.Event(), asyncio.Event()
     first = asyncio.create_task(run_leader(url, CHAIN_ID, chain, stop, on_leading=first_leads.set))

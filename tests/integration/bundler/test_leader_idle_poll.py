@@ -13,12 +13,10 @@ import pytest
 from entryway.chain.rpc import EthClient
 from entryway.composition.leader import IDLE_WOKEN_POLL_S, run_leader
 from entryway.devnet.devnet import Devnet
-from entryway.domain.networks import fee_rules_for
-from entryway.settings.commands import BundlerChain
 from entryway.storage.engine import make_engine, migrate, sqlite_url
 from entryway.storage.intake import OpIntakeStore
+from tests.integration.bundler.test_leader_fencing import funded_chain
 from tests.integration.conftest import CHAIN_ID
-from tests.integration.harness import ETHER, Harness
 
 IDLE_S = 1.5
 A_FEW_PER_S = 5  # idle steps a second at most (twenty, polling every 0.05 s)
@@ -29,14 +27,7 @@ async def test_an_idle_leader_woken_by_its_api_reads_the_intake_a_few_times_a_se
 ) -> None:
     engine = make_engine(sqlite_url(tmp_path))
     await migrate(engine)
-    executor = Harness.new_key()
-    await eth.rpc.request("anvil_setBalance", [executor.address, hex(1000 * ETHER)])
-    chain = BundlerChain(
-        (devnet.chains[0].rpc_url,),
-        (executor,),
-        devnet.chains[0].deployment.entry_point,
-        fee_rules_for(CHAIN_ID),
-    )
+    chain = await funded_chain(devnet, eth)
     looks: list[float] = []
     open_ops = OpIntakeStore.open_ops
 
