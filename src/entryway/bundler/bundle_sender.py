@@ -115,43 +115,55 @@ class BundleSender:
         return await self._check_and_send(claim, wait=wait)
 
     async def _claim(self) -> _Claim | None:
-        """The next bundle's ops, chosen from the mempool for an idle executor (reserved
-        for it, so that no other EntryPoint's bundler takes it meanwhile); None when no
-        executor is idle or no op can go."""
+        """The next bundle's ops, chosen from the mempool for an idle executor; None when no
+        executor is idle or no op can go. The executor is reserved the moment it is picked,
+        before any node call, so that no other EntryPoint's bundler (whose choice is not under
+        this lock) picks the same key meanwhile."""
         async with self._lock:
             executor = self.idle_executor()
             if executor is None:
                 return None
-            block, now, base_fee = await self.bundler.head.now()
-            max_age = self.bundler.config.mempool.max_age_s
-            for entry, reason in self.bundler.mempool.expire(
-                now=now, block=block, received_before=time.time() - max_age
-            ):
-                self.bundler.tracked[entry.user_op_hash] = Tracked(OpStatus.DROPPED, reason=reason)
-                self.bundler.counts.ops_dropped += 1
-            busy = self._busy()
-            candidates = [e for e in self.bundler.mempool.entries() if e.op.sender not in busy]
-            at, used = self._sent_at_head
-            used = used if at == block else 0
-            limits = self.bundler.config.bundle
-            chosen = select_bundle(
-                candidates,
-                base_fee=0 if self.bundler.mode is BundlingMode.MANUAL else base_fee,
-                reputation=self.bundler.reputation,
-                # The transaction's gas counts the EntryPoint's overhead twice (_send).
-                max_bundle_gas=limits.gas_budget(self.bundler.head.gas_limit, used)
-                - BUNDLE_OVERHEAD_GAS,
-                limits=limits,
-            )
-            if not chosen:
-                if candidates:
-                    log.info("nothing to bundle (%d ops in the mempool)", len(candidates))
-                return None
-            self._sent_at_head = (block, used + self._gas([e.op for e in chosen]))
             executor.reserved = True
-            claim = _Claim(executor, chosen, block, now, time.monotonic())
-            self._claims.add(claim)
+            claim = None
+            try:
+                claim = await self._choose(executor)
+            finally:
+                if claim is None:  # nothing to send, or the choice failed: the key is free
+                    executor.reserved = False
             return claim
+
+    async def _choose(self, executor: TransactionManager) -> _Claim | None:
+        """`_claim`'s choice of ops for `executor`, at the head as it is now; expired ops
+        leave the mempool first."""
+        block, now, base_fee = await self.bundler.head.now()
+        max_age = self.bundler.config.mempool.max_age_s
+        for entry, reason in self.bundler.mempool.expire(
+            now=now, block=block, received_before=time.time() - max_age
+        ):
+            self.bundler.tracked[entry.user_op_hash] = Tracked(OpStatus.DROPPED, reason=reason)
+            self.bundler.counts.ops_dropped += 1
+        busy = self._busy()
+        candidates = [e for e in self.bundler.mempool.entries() if e.op.sender not in busy]
+        at, used = self._sent_at_head
+        used = used if at == block else 0
+        limits = self.bundler.config.bundle
+        chosen = select_bundle(
+            candidates,
+            base_fee=0 if self.bundler.mode is BundlingMode.MANUAL else base_fee,
+            reputation=self.bundler.reputation,
+            # The transaction's gas counts the EntryPoint's overhead twice (_send).
+            max_bundle_gas=limits.gas_budget(self.bundler.head.gas_limit, used)
+            - BUNDLE_OVERHEAD_GAS,
+            limits=limits,
+        )
+        if not chosen:
+            if candidates:
+                log.info("nothing to bundle (%d ops in the mempool)", len(candidates))
+            return None
+        self._sent_at_head = (block, used + self._gas([e.op for e in chosen]))
+        claim = _Claim(executor, chosen, block, now, time.monotonic())
+        self._claims.add(claim)
+        return claim
 
     def _gas(self, ops: Sequence[UserOperation]) -> int:
         """A bundle transaction's gas limit for `ops`."""

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from entryway import contracts
+from entryway.bundler.bundle_sender import BundleSender
 from entryway.bundler.rpc_methods import BundlerRpc
 from entryway.bundler.standalone import StandaloneSettings, build_bundler
 from entryway.bundler.states import BundlingMode
@@ -211,3 +212,34 @@ async def test_a_bundle_whose_checks_are_slow_does_not_hold_up_the_next_one(
             mined[op_hash] = receipt["receipt"]["transactionHash"]
     assert len(mined) == len(checked[0]) + len(checked[1])
     assert len(set(mined.values())) == 2
+
+
+async def test_bundlers_sharing_the_executor_keys_never_pick_the_same_one(
+    trusting: RpcClient, harness: Harness
+) -> None:
+    """Each EntryPoint's bundler chooses its bundles under a lock of its own, and they share
+    the chain's executor keys. Two choosing at once, both held up reading the head: each gets
+    a key of its own (the key is reserved when picked, not once the ops are chosen)."""
+    await sponsored_ops(harness, trusting, 2)
+    bundler = trusting.rpc.bundler
+    first, second = bundler.sender, BundleSender(bundler)  # two senders over the same keys
+    read_head = bundler.head.now
+    gate = asyncio.Event()
+
+    async def held(*args: Any, **kwargs: Any) -> Any:
+        await gate.wait()
+        return await read_head(*args, **kwargs)
+
+    bundler.head.now = held  # type: ignore[method-assign]
+    try:
+        choosing = asyncio.gather(first._claim(), second._claim())
+        await asyncio.sleep(0.1)  # both have picked a key and wait for the head
+        gate.set()
+        a, b = await choosing
+    finally:
+        bundler.head.now = read_head  # type: ignore[method-assign]
+    assert a is not None and b is not None
+    assert a.executor is not b.executor
+    for sender, claim in ((first, a), (second, b)):
+        claim.executor.reserved = False
+        sender._claims.discard(claim)
