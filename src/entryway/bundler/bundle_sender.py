@@ -81,14 +81,16 @@ class BundleSender:
         gas call for, each checked and sent while the next is chosen (one bundle's checks
         never hold up another's); the transaction hash of the first one sent."""
         sends: list[asyncio.Task[str | None]] = []
-        while True:
-            claim = await self._claim()
-            if claim is None:
-                break
-            sends.append(asyncio.create_task(self._check_and_send(claim, wait=False)))
-            if self.idle_executor() is None or not self._others_wait():
-                break
-        results = await asyncio.gather(*sends, return_exceptions=True)
+        try:
+            while True:
+                claim = await self._claim()
+                if claim is None:
+                    break
+                sends.append(asyncio.create_task(self._check_and_send(claim, wait=False)))
+                if self.idle_executor() is None or not self._others_wait():
+                    break
+        finally:  # a choice that failed (the node) still lets the bundles under way finish
+            results = await asyncio.gather(*sends, return_exceptions=True)
         for result in results:
             if isinstance(result, BaseException):
                 raise result

@@ -14,7 +14,7 @@ from entryway.bundler.bundle_sender import BundleSender
 from entryway.bundler.rpc_methods import BundlerRpc
 from entryway.bundler.standalone import StandaloneSettings, build_bundler
 from entryway.bundler.states import BundlingMode
-from entryway.chain.rpc import EthClient
+from entryway.chain.rpc import EthClient, RpcTransportError
 from entryway.devnet.devnet import Devnet
 from tests.integration.bundler.conftest import RpcClient
 from tests.integration.harness import ETHER, Harness
@@ -243,3 +243,33 @@ async def test_bundlers_sharing_the_executor_keys_never_pick_the_same_one(
     for sender, claim in ((first, a), (second, b)):
         claim.executor.reserved = False
         sender._claims.discard(claim)
+
+
+async def test_a_failed_choice_lets_the_bundle_under_way_go_out_first(
+    trusting: RpcClient, harness: Harness, eth: EthClient, block_gas_limit: int
+) -> None:
+    """The node fails the head read of the block's second bundle: the first, already chosen,
+    is still checked and sent before the failure is reported."""
+    await set_block_gas_limit(eth, 6_000_000)  # fewer than ten ops a bundle
+    await sponsored_ops(harness, trusting, 12)
+    bundler = trusting.rpc.bundler
+    read_head = bundler.head.now
+    reads = 0
+
+    async def second_fails(*args: Any, **kwargs: Any) -> Any:
+        nonlocal reads
+        reads += 1
+        if reads == 2:
+            raise RpcTransportError("the node went away")
+        return await read_head(*args, **kwargs)
+
+    bundler.head.now = second_fails  # type: ignore[method-assign]
+    before = bundler.counts.bundles_sent
+    try:
+        with pytest.raises(RpcTransportError):
+            await bundler.fill_block()
+    finally:
+        bundler.head.now = read_head  # type: ignore[method-assign]
+    assert bundler.counts.bundles_sent - before == 1
+    assert all(e.idle or e.pending is not None for e in bundler.executors)
+    await asyncio.gather(*bundler.sender.following)
