@@ -26,14 +26,20 @@ async def _feed(harness: Harness, micro_eur: int) -> str:
     return plan.address
 
 
-def _follower(eth: EthClient, feed: str, prices: NativeTokenPrices) -> NativePriceFeed:
-    return NativePriceFeed(CHAIN, eth, feed, 3_600, prices)
+async def _follower(eth: EthClient, feed: str, prices: NativeTokenPrices) -> NativePriceFeed:
+    """A follower whose clock is the devnet's: tests sharing the devnet may have moved its
+    time ahead of the wall clock, and the feed's rounds carry the chain's time."""
+    block = await eth.get_block("latest")
+    now = float(int(block["timestamp"], 16))
+    follower = NativePriceFeed(CHAIN, eth, feed, 3_600, prices)
+    follower.clock = lambda: now
+    return follower
 
 
 async def test_a_fresh_feed_sets_the_price(harness: Harness) -> None:
     feed = await _feed(harness, 215_000)
     prices = NativeTokenPrices({CHAIN: CONFIGURED})
-    assert await _follower(harness.eth, feed, prices).refresh()
+    assert await (await _follower(harness.eth, feed, prices)).refresh()
     assert prices[CHAIN] == 215_000
 
 
@@ -42,7 +48,7 @@ async def test_a_stale_round_falls_back_to_the_configured_price(
 ) -> None:
     feed = await _feed(harness, 216_000)
     prices = NativeTokenPrices({CHAIN: CONFIGURED})
-    follower = _follower(harness.eth, feed, prices)
+    follower = await _follower(harness.eth, feed, prices)
     assert await follower.refresh() and prices[CHAIN] == 216_000
 
     block = await harness.eth.get_block("latest")
@@ -64,7 +70,7 @@ async def test_no_feed_at_the_address_falls_back(harness: Harness) -> None:
     prices = NativeTokenPrices({CHAIN: CONFIGURED})
     prices.follow_feed(CHAIN, 999_999)  # an earlier reading
     nothing = "0x" + "00" * 19 + "42"
-    assert not await _follower(harness.eth, nothing, prices).refresh()
+    assert not await (await _follower(harness.eth, nothing, prices)).refresh()
     assert prices[CHAIN] == CONFIGURED
 
 
@@ -72,6 +78,6 @@ async def test_an_unreachable_node_falls_back() -> None:
     prices = NativeTokenPrices({CHAIN: CONFIGURED})
     prices.follow_feed(CHAIN, 999_999)
     async with JsonRpcClient("http://127.0.0.1:9") as rpc:  # nothing listens on port 9
-        follower = _follower(EthClient(rpc), "0x" + "11" * 20, prices)
+        follower = NativePriceFeed(CHAIN, EthClient(rpc), "0x" + "11" * 20, 3_600, prices)
         assert not await follower.refresh()
     assert prices[CHAIN] == CONFIGURED
