@@ -10,7 +10,7 @@ from eth_account import Account
 from eth_account.signers.local import LocalAccount
 
 from entryway import contracts
-from entryway.chain.rpc import EthClient, RpcError, TxReceipt
+from entryway.chain.rpc import EthClient, RpcError, TransactionFailedError, TxReceipt
 from entryway.chain.transactor import Transactor
 from entryway.contracts.abi import DecodedError
 from entryway.deploy.deployer import Deployment
@@ -158,9 +158,18 @@ class Harness:
         return EP.encode_call("handleOps", [op.packed() for op in ops], self.executor.address)
 
     async def handle_ops(self, ops: list[UserOperation]) -> Bundle:
-        receipt = await self.executor.send(
-            self.deployment.entry_point, self.handle_ops_data(ops), gas=8_000_000
-        )
+        try:
+            receipt = await self.executor.send(
+                self.deployment.entry_point, self.handle_ops_data(ops), gas=8_000_000
+            )
+        except TransactionFailedError as exc:  # say why, as the chain sees it now
+            block = await self.eth.get_block("latest")
+            now = f"block {int(block['number'], 16)} at {int(block['timestamp'], 16)}"
+            try:
+                why: object = await self.handle_ops_error(ops)
+            except AssertionError as replayed:
+                why = replayed
+            raise AssertionError(f"{exc}; replayed on {now}: {why}") from exc
         topic = EP.event_topic("UserOperationEvent")
         outcomes = []
         for log in receipt.logs:

@@ -13,11 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import os
 import secrets
 import signal
-import subprocess
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -43,7 +41,7 @@ from entryway.storage.schema import credit_lots, projects, usage_events
 from entryway.storage.tasks import TaskQueue
 from tests.e2e.test_sign_in_limits import Form, outcome, sign_in
 from tests.integration.harness import Harness
-from tests.integration.postgres import ADMIN_URL
+from tests.integration.own_postgres import Cluster, own_cluster
 from tests.integration.test_bundler_failover import (
     harness_for,
     included,
@@ -67,28 +65,6 @@ REDIS_URL = os.environ.get("ENTRYWAY_TEST_REDIS_URL", "redis://127.0.0.1:6379/0"
 OPERATOR_TOKEN = "operator-" + secrets.token_hex(16)
 LEASE_SECONDS = 2.0
 RELAY_KEYS = "userop:%"  # every op's relay charge, whatever the op did (a deploy, ...)
-
-
-def _pg_cluster(action: str) -> None:
-    version = sorted(os.listdir("/etc/postgresql"))[-1]
-    subprocess.run(
-        ["pg_ctlcluster", "--skip-systemctl-redirect", version, "main", action],
-        check=True, capture_output=True, timeout=60,
-    )  # fmt: skip
-
-
-async def _until_postgres_accepts(within: float = 60) -> None:
-    deadline = time.monotonic() + within
-    while True:
-        try:
-            conn = await asyncpg.connect(ADMIN_URL, timeout=2)
-        except (OSError, asyncpg.PostgresError):
-            if time.monotonic() > deadline:
-                raise
-            await asyncio.sleep(0.2)
-        else:
-            await conn.close()
-            return
 
 
 class RpcProxy:
@@ -176,6 +152,7 @@ class Production:
     api_urls: list[str]
     workers: list[asyncio.subprocess.Process]
     logs: Path
+    cluster: Cluster  # PostgreSQL, the test's own
     bundlers: list[asyncio.subprocess.Process] = field(default_factory=list)
     restart_bundler: Callable[[], Awaitable[asyncio.subprocess.Process]] | None = None
     api_key: str = ""
@@ -248,16 +225,21 @@ async def stake_the_paymaster(d: Deployed) -> None:
 
 @pytest.fixture(scope="module")
 async def production(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Production]:
+    # A cluster of its own: the drills stop and restart it while other files run beside.
+    with own_cluster("production path") as cluster:
+        async for prod in _production(tmp_path_factory, cluster):
+            yield prod
+
+
+async def _production(
+    tmp_path_factory: pytest.TempPathFactory, cluster: Cluster
+) -> AsyncIterator[Production]:
+    admin = await asyncpg.connect(cluster.admin_url, timeout=10)
     try:
-        admin = await asyncpg.connect(ADMIN_URL, timeout=5)
-    except (OSError, asyncpg.PostgresError) as exc:
-        if os.environ.get("CI") == "true":
-            raise
-        pytest.skip(f"PostgreSQL unavailable at {ADMIN_URL} ({exc}): production path SKIPPED")
-    name = f"entryway_prod_{secrets.token_hex(6)}"
-    await admin.execute(f'CREATE DATABASE "{name}"')
-    await admin.close()
-    database_url = f"{ADMIN_URL.rsplit('/', 1)[0]}/{name}"
+        await admin.execute('CREATE DATABASE "entryway"')
+    finally:
+        await admin.close()
+    database_url = cluster.database_url("entryway")
     root = tmp_path_factory.mktemp("production-path")
     procs: list[asyncio.subprocess.Process] = []
     logs = root / "logs"
@@ -301,7 +283,7 @@ async def production(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[
                     await _until_healthy(api, f"http://127.0.0.1:{port}/healthz")
                 prod = Production(
                     d, database_url, engine, proxy, receiver,
-                    [f"http://127.0.0.1:{p}" for p in ports], workers, logs, bundlers,
+                    [f"http://127.0.0.1:{p}" for p in ports], workers, logs, cluster, bundlers,
                     lambda: spawn("bundler", *bundler, out=True),
                 )  # fmt: skip
                 async with JsonRpcClient(d.rpc_url) as rpc:
@@ -325,16 +307,7 @@ async def production(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[
                 await proc.wait()
         if proxy is not None:
             await proxy.stop()
-        await engine.dispose()
-        # PostgreSQL must be up for the rest of the suite, whatever a drill left behind.
-        with contextlib.suppress(subprocess.CalledProcessError):
-            _pg_cluster("start")
-        await _until_postgres_accepts()
-        admin = await asyncpg.connect(ADMIN_URL, timeout=10)
-        try:
-            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        finally:
-            await admin.close()
+        await engine.dispose()  # the cluster, and the database in it, are dropped next
 
 
 # ---------------------------------------------------------------- invariants
@@ -578,16 +551,16 @@ async def test_drill_postgres_restarted_while_ops_are_sent(
     try:
         await asyncio.sleep(1.0)
         if held_down:
-            await asyncio.to_thread(_pg_cluster, "stop")
+            await asyncio.to_thread(prod.cluster.ctl, "stop")
             down_from = len(answers)
             await asyncio.wait_for(enough.wait(), 20)
             during = answers[down_from:]
         else:
-            await asyncio.to_thread(_pg_cluster, "restart")
+            await asyncio.to_thread(prod.cluster.ctl, "restart")
     finally:
-        if not await _accepts():
-            await asyncio.to_thread(_pg_cluster, "start")
-        await _until_postgres_accepts()
+        if not await prod.cluster.accepting():
+            await asyncio.to_thread(prod.cluster.ctl, "start")
+        await prod.cluster.accepts()
     after = len(answers)
     try:
         await asyncio.sleep(3.0)
@@ -639,14 +612,6 @@ async def standing_by(prod: Production, proc: asyncio.subprocess.Process) -> Non
         assert proc.returncode is None, log.read_text()
         assert time.monotonic() < deadline, log.read_text()
         await asyncio.sleep(0.1)
-
-
-async def _accepts() -> bool:
-    try:
-        await _until_postgres_accepts(within=1)
-    except (OSError, asyncpg.PostgresError):
-        return False
-    return True
 
 
 async def test_drill_the_first_rpc_url_gone_sends_still_succeed(production: Production) -> None:

@@ -52,6 +52,7 @@ from entryway.paymaster.erc7677 import (
     PaymasterCaller,
     PaymasterChain,
     PaymasterRpc,
+    PaymasterSettings,
     paymaster_verification_gas,
 )
 from entryway.paymaster.memory import InMemorySponsorships
@@ -373,6 +374,39 @@ def params(o: UserOperation, context: Any = None, *, chain: str = hex(CHAIN)) ->
     raw = user_operation_json(o)
     del raw["signature"]
     return [raw, EP, chain, context]
+
+
+@pytest.mark.parametrize(
+    ("block_time", "start"),
+    [
+        (1_800_000_000, 1_800_000_000),  # the chain ahead of the clock: the chain's time
+        (int(NOW.timestamp()) - 3_600, int(NOW.timestamp())),  # idle for an hour: the clock
+    ],
+    ids=["chain-ahead", "chain-idle"],
+)
+async def test_the_window_starts_at_the_later_of_the_latest_block_and_the_clock(
+    block_time: int, start: int
+) -> None:
+    """A development node that mines only on transactions and sat idle has an old latest
+    block; the op's block will be stamped with the time it is mined. A window counted from
+    the old block would have expired already (AA32 at once)."""
+
+    async def latest() -> int:
+        return block_time
+
+    chains = {CHAIN: PaymasterChain(CHAIN, EP, PM, latest)}
+    book = InMemorySponsorships()
+    pm = PaymasterRpc(
+        chains, PaymasterSigner(OWNER_KEY), book, book, book, default_price_book(),
+        clock=lambda: NOW,
+    )  # fmt: skip
+    with_stub = op(paymaster=PM, paymaster_verification_gas_limit=61_000)
+    final = await pm.dispatch("pm_getPaymasterData", params(with_stub), CALLER)
+    data = bytes.fromhex(final["paymasterData"][2:])
+    valid_until, valid_after = int.from_bytes(data[:6], "big"), int.from_bytes(data[6:12], "big")
+    settings = PaymasterSettings()
+    assert valid_until == start + settings.validity_s
+    assert valid_after == start - settings.clock_skew_s
 
 
 async def test_stub_then_data_hold_once_and_answer_the_same_shape() -> None:

@@ -4,7 +4,8 @@
 to estimate gas with: the final data's length and code path (a signature that recovers to no
 signer), the paymaster's gas limits, `isFinal: false`. `pm_getPaymasterData` with the same
 parameters checks the policy again, holds the estimated cost and answers the signed data,
-valid for `validity_s` seconds after the chain's latest block time. For EntryPoint v0.6 both
+valid for `validity_s` seconds after the chain's latest block time (or the service's clock,
+when that block is older). For EntryPoint v0.6 both
 take and answer its unpacked form: the answer is `paymasterAndData` (erc7677_v06.py).
 
 The service's JSON-RPC endpoint routes `pm_*` methods to `PaymasterRpc.dispatch` with the
@@ -150,6 +151,12 @@ class PaymasterSettings:
     max_verification_gas: int = 500_000
     max_post_op_gas: int = 500_000
     sponsor: SponsorInfo = field(default_factory=lambda: SponsorInfo("Entryway"))
+
+    def window(self, now: int) -> ValidityWindow:
+        """A signature's window for an op signed at `now` (`signing_time`)."""
+        return ValidityWindow(
+            valid_until=now + self.validity_s, valid_after=max(now - self.clock_skew_s, 0)
+        )
 
 
 def paymaster_verification_gas(op: UserOperation, base: int) -> int:
@@ -326,14 +333,17 @@ class PaymasterRpc:
         except SponsorshipRefusedError as exc:
             raise _refusal(exc) from None
 
+    async def signing_time(self, chain: PaymasterChain) -> int:
+        """The next block's time, as well as it can be told: the chain's latest block, or the
+        service's clock when that block is older (a development node that mines only on
+        transactions and sat idle would otherwise get signatures that expired at birth)."""
+        return max(await chain.block_time(), int(self.clock().timestamp()))
+
     async def _window(self, chain: PaymasterChain, op: UserOperation) -> ValidityWindow:
         """A fresh window; on v0.9, the one the op already carries (from the stub data, which
         the account may have signed over) while it ends no later than a fresh one."""
-        now = await chain.block_time()
-        fresh = ValidityWindow(
-            valid_until=now + self.settings.validity_s,
-            valid_after=max(now - self.settings.clock_skew_s, 0),
-        )
+        now = await self.signing_time(chain)
+        fresh = self.settings.window(now)
         asked = _parallel_window(chain, op)
         if asked is not None and now < asked.valid_until <= fresh.valid_until:
             return asked

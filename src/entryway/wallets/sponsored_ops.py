@@ -29,7 +29,7 @@ from entryway.paymaster.costs import sponsorship_key as hold_key
 from entryway.paymaster.erc7677 import PaymasterRpc, paymaster_verification_gas
 from entryway.paymaster.ports import SponsorshipLedger
 from entryway.paymaster.relay_accounting import RelayAccounting
-from entryway.paymaster.signer import ValidityWindow, stub_paymaster_data
+from entryway.paymaster.signer import stub_paymaster_data
 from entryway.wallets.account_info import ACCOUNT, EP
 from entryway.wallets.ports import OpFate, OpOutcome, OpRejectedError, Submission
 
@@ -93,11 +93,7 @@ class ServiceSponsoredOps:
         fees = await _bundler(
             "entryway_getUserOperationGasPrice", chain.bundler.gas_price(FEE_TIER)
         )
-        now = await pm_chain.block_time()
-        window = ValidityWindow(
-            valid_until=now + pm_settings.validity_s,
-            valid_after=max(now - pm_settings.clock_skew_s, 0),
-        )
+        window = pm_settings.window(await paymaster.signing_time(pm_chain))
         draft = UserOperation(
             sender=sender, nonce=int(nonce), call_data=call_data, call_gas_limit=0,
             verification_gas_limit=0, pre_verification_gas=0,
