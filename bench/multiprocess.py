@@ -163,7 +163,13 @@ async def one_process_bundling(args: argparse.Namespace) -> dict[str, Any]:
 
 async def standalone_bundling(args: argparse.Namespace) -> dict[str, Any]:
     # bench/bundler.py's defaults for what this bench does not vary
-    extra = {"validate": 0, "block_gas_limit": 30_000_000, "trust_factory": False, "open_loop": ""}
+    extra = {
+        "validate": 0,
+        "block_gas_limit": 30_000_000,
+        "trust_factory": False,
+        "open_loop": "",
+        "node_latency_ms": 0,
+    }
     return await bundler.run(argparse.Namespace(**{**vars(args), **extra}))
 
 

@@ -24,7 +24,7 @@ from entryway.bundler.submission import (
     TransactionManager,
 )
 from entryway.bundler.validation.simulation import (
-    SIMULATION_BLOCK,
+    PENDING_BLOCK,
     eip7702_override,
     failed_op_error,
 )
@@ -266,7 +266,7 @@ class BundleSender:
                     self.bundler.config.entry_point,
                     data,
                     sender=executor,
-                    block=SIMULATION_BLOCK,
+                    block=PENDING_BLOCK,  # it lands after what the node holds
                     state_override=delegations or None,
                 )
                 return ops, data

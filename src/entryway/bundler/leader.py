@@ -207,7 +207,9 @@ class IntakeLeader:
                     return
             outcome = await self._fresh_validation(row)
             if outcome is None:
-                await self.bundler.send(row.op)
+                # An op a previous leader loaded may ride in a bundle the node still holds:
+                # validated on the pending block, where that bundle has used its nonce.
+                await self.bundler.send(row.op, on_pending=not self._new_since_takeover(row))
             else:
                 assert row.validated_block is not None
                 await self.bundler.admit_validated(row.op, outcome, row.validated_block)

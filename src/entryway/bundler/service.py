@@ -202,11 +202,17 @@ class Bundler:
             )
 
     async def send(
-        self, op: UserOperation, *, before_mempool: BeforeMempool | None = None
+        self,
+        op: UserOperation,
+        *,
+        before_mempool: BeforeMempool | None = None,
+        on_pending: bool = False,
     ) -> bytes:
         """Validate `op` and add it to the mempool; its hash. `before_mempool` (the service
         recording what the op costs) runs between the two: when it raises, the op is not
-        added, so no op is bundled that its caller failed to account for."""
+        added, so no op is bundled that its caller failed to account for. `on_pending`:
+        simulate on the pending block alone, for an op that a bundle the node holds may
+        carry already (an op a previous leader had loaded)."""
         await self._check_authorization(op)
         op_hash = await self.op_hash(op)
         # A process that only accepts ops keeps the head fresh itself (`bundler.head`).
@@ -227,7 +233,8 @@ class Bundler:
                 f"preVerificationGas {op.pre_verification_gas} is below the {floor} required"
             )
         self._check_mempool_rules(op)  # cheap, before the costly simulation
-        outcome = await self.validator.validate(
+        validator = self.validator.on_pending() if on_pending else self.validator
+        outcome = await validator.validate(
             op, now=now, block=block_number, op_hash=op_hash, check=False
         )
         try:

@@ -40,15 +40,19 @@ async def _standard_op_is_included(client: RpcClient, harness: Harness) -> None:
     base_fee = int(block["baseFeePerGas"], 16)
     check_sanity(op, base_fee=base_fee, limits=client.rpc.bundler.config.sanity)
 
-    client.rpc.bundler.mode = BundlingMode.AUTO  # the base-fee check applies, as in service
-    op_hash = await client.send(op)
-    receipt = None
-    for _ in range(200):
-        receipt = await client.result("eth_getUserOperationReceipt", op_hash)
-        if receipt is not None:
-            break
-        await asyncio.sleep(0.1)
-    assert receipt is not None and receipt["success"] is True
+    bundler = client.rpc.bundler
+    was, bundler.mode = bundler.mode, BundlingMode.AUTO  # the base-fee check applies
+    try:
+        op_hash = await client.send(op)
+        receipt = None
+        for _ in range(200):
+            receipt = await client.result("eth_getUserOperationReceipt", op_hash)
+            if receipt is not None:
+                break
+            await asyncio.sleep(0.1)
+        assert receipt is not None and receipt["success"] is True
+    finally:
+        bundler.mode = was  # the session's bundler, shared with other files' tests
 
 
 async def test_a_standard_tier_op_is_included_on_amoy(client: RpcClient, harness: Harness) -> None:

@@ -219,9 +219,9 @@ async def test_an_op_refused_after_the_wait_gave_up_is_still_recorded_mined_if_i
     op_hash = await into_intake(harness, intake, op)
     real_send = bundler.send
 
-    async def refused_then_mined(op: UserOperation) -> Any:
+    async def refused_then_mined(op: UserOperation, **how: Any) -> Any:
         try:
-            return await real_send(op)
+            return await real_send(op, **how)
         finally:
             await eth.rpc.request("evm_mine", [])  # the stuck bundle lands meanwhile
 

@@ -14,7 +14,7 @@ from entryway.bundler.errors import BundlerError, RpcErrorCode
 from entryway.bundler.gas.l1fee import L1FeeQuoter
 from entryway.bundler.gas.pvg import pre_verification_gas, with_full_signature
 from entryway.bundler.validation.simulation import (
-    SIMULATION_BLOCK,
+    PENDING_BLOCK,
     eip7702_override,
     revert_error,
     simulation_artifacts,
@@ -86,7 +86,7 @@ class GasEstimator:
         data = self.estimator.abi.encode_call(fn, *args)
         try:
             raw = await self.eth.call(
-                self.entry_point, data, state_override=override, block=SIMULATION_BLOCK
+                self.entry_point, data, state_override=override, block=PENDING_BLOCK
             )
         except RpcError as exc:
             raise revert_error(exc.revert_data, exc.message) from None

@@ -30,7 +30,7 @@ from entryway.bundler.gas.estimation import (
 )
 from entryway.bundler.gas.l1fee import L1FeeQuoter
 from entryway.bundler.gas.pvg import pre_verification_gas, with_full_signature
-from entryway.bundler.validation.simulation import SIMULATION_BLOCK
+from entryway.bundler.validation.simulation import PENDING_BLOCK
 from entryway.bundler.validation.simulation_v06 import ENTRY_POINT_V06, SimulatorV06
 from entryway.chain.rpc import EthClient, RpcError
 from entryway.domain.evm import to_hex
@@ -103,7 +103,7 @@ class GasEstimatorV06(GasEstimator):
 
     async def _deposit(self, sender: str) -> int:
         data = ENTRY_POINT_V06.abi.encode_call("balanceOf", sender)
-        raw = await self.eth.call(self.entry_point, data, block=SIMULATION_BLOCK)
+        raw = await self.eth.call(self.entry_point, data, block=PENDING_BLOCK)
         return int(ENTRY_POINT_V06.abi.decode_output("balanceOf", raw)[0])
 
     async def _call_gas(self, probe: UserOperation, extra: dict[str, Any]) -> int:
@@ -148,7 +148,7 @@ class GasEstimatorV06(GasEstimator):
         )
         try:
             await self.eth.call(
-                self.entry_point, data, state_override=override, block=SIMULATION_BLOCK
+                self.entry_point, data, state_override=override, block=PENDING_BLOCK
             )
         except RpcError as exc:
             decoded = ENTRY_POINT_V06.abi.decode_error(exc.revert_data or b"")
@@ -168,7 +168,7 @@ class GasEstimatorV06(GasEstimator):
                 probe.sender,
                 probe.call_data,
                 sender=self.entry_point,
-                block=SIMULATION_BLOCK,
+                block=PENDING_BLOCK,
                 state_override=extra or None,
             )
         except RpcError as exc:

@@ -15,6 +15,7 @@ not run as its simulation did, are traced through `simulateValidation` itself.
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 from collections.abc import Sequence
 from dataclasses import replace
@@ -53,9 +54,16 @@ SIMULATIONS = contracts.load("EntryPointSimulations")
 _SIMULATE_VALIDATION = SIMULATIONS.abi.selector("simulateValidation")
 # Validation may not take more than this, whatever the op's limits say.
 SIMULATION_GAS_CAP = 20_000_000
-# Simulate on the pending state: a bundle lands after what the node already holds, and a
-# transaction that funded a sender a moment ago may not be in the latest block yet.
-SIMULATION_BLOCK = "pending"
+# Validation simulates on the latest block, as other bundlers do. The pending block is dear
+# on some nodes: anvil executes every transaction of its pool again for each call on it
+# (measured: the node's CPU per op three times as high under load, while bundles wait to be
+# mined). An op the EntryPoint refuses on the latest block is checked again on the pending
+# one (`PENDING_BLOCK`): it may rely on a transaction not mined yet (its sender funded, its
+# previous op in a bundle of ours sent a moment ago).
+SIMULATION_BLOCK = "latest"
+PENDING_BLOCK = "pending"
+# What the EntryPoint says of an op that a transaction still pending could change.
+_REFUSALS = (RpcErrorCode.REJECTED_BY_EP_OR_ACCOUNT, RpcErrorCode.REJECTED_BY_PAYMASTER)
 # Calls per JSON-RPC batch. Each simulation carries EntryPointSimulations' code (about
 # 50 kB of hex) in its state override: 16 keep a batch under a megabyte, and hosted nodes'
 # caps on a batch's length (commonly 50 or more) out of reach. The batches go side by side.
@@ -116,6 +124,13 @@ class Simulator:
         self.simulations, replay = simulation_artifacts(self.version)
         self.override = {entry_point: {"code": to_hex(self.simulations.deployed_bytecode)}}
         self.replay_override = {entry_point: {"code": to_hex(replay.deployed_bytecode)}}
+        self.block = SIMULATION_BLOCK
+
+    def on_pending(self) -> Simulator:
+        """The same simulator, on the pending block."""
+        pending = copy.copy(self)
+        pending.block = PENDING_BLOCK
+        return pending
 
     def _call_object(self, data: bytes) -> dict[str, str]:
         return {"to": self.entry_point, "data": to_hex(data), "gas": hex(SIMULATION_GAS_CAP)}
@@ -144,7 +159,7 @@ class Simulator:
         a plain eth_call returning its result."""
         data = _SIMULATE_VALIDATION + (32).to_bytes(32, "big") + op.abi_encoded()
         call = {"to": self.entry_point, "data": to_hex(data)}
-        return ("eth_call", [call, SIMULATION_BLOCK, self._override(extra)])
+        return ("eth_call", [call, self.block, self._override(extra)])
 
     def validation_result(self, answer: Any) -> tuple[Any, ...]:
         """What `simulate_validation` returns, from the answer to `validation_request`: a
@@ -156,7 +171,7 @@ class Simulator:
     async def _call(self, fn: str, data: bytes, extra: dict[str, Any] | None) -> tuple[Any, ...]:
         try:
             raw = await self.eth.call(
-                self.entry_point, data, state_override=self._override(extra), block=SIMULATION_BLOCK
+                self.entry_point, data, state_override=self._override(extra), block=self.block
             )
         except RpcError as exc:
             raise revert_error(exc.revert_data, exc.message) from None
@@ -200,12 +215,12 @@ class Simulator:
         if tracer is not None:
             options["tracer"] = tracer
             return await self.eth.rpc.request(
-                "debug_traceCall", [self._call_object(data), SIMULATION_BLOCK, options]
+                "debug_traceCall", [self._call_object(data), self.block, options]
             )
         options.update(_STRUCT_LOGGER)
         return await self.eth.rpc.request(
             "debug_traceCall",
-            [self._call_object(data), SIMULATION_BLOCK, options],
+            [self._call_object(data), self.block, options],
             decode=decode_struct_logs,  # steps decoded only where the rules look
         )
 
@@ -255,7 +270,30 @@ class Validator:
         the next block may carry (the later of the wall clock and the latest block's),
         `block` the latest block's number (for v0.9's validity ranges in blocks); `op_hash`
         is the op's userOpHash if the caller has it already. Unless not `check`, the outcome
-        is then checked (`check`)."""
+        is then checked (`check`). An op the EntryPoint refuses on the latest block is
+        checked again on the pending one."""
+        try:
+            return await self._validate(op, now, block, trace, op_hash, check)
+        except BundlerError as exc:
+            if exc.code not in _REFUSALS or self.simulator.block == PENDING_BLOCK:
+                raise
+        return await self.on_pending()._validate(op, now, block, trace, op_hash, check)
+
+    def on_pending(self) -> Validator:
+        """The same validator, simulating on the pending block."""
+        pending = copy.copy(self)
+        pending.simulator = self.simulator.on_pending()
+        return pending
+
+    async def _validate(
+        self,
+        op: UserOperation,
+        now: int,
+        block: int | None,
+        trace: bool | None,
+        op_hash: bytes | None,
+        check: bool,
+    ) -> ValidationOutcome:
         extra = eip7702_override(op)
         if trace if trace is not None else self.tracing:
             outcome = await self._traced(op, extra, op_hash)
@@ -370,7 +408,7 @@ class Validator:
         """keccak256 of each address's code now, in one batch."""
         ordered = sorted(addresses)
         codes = await self.simulator.eth.rpc.batch(
-            [("eth_getCode", [a, SIMULATION_BLOCK]) for a in ordered]
+            [("eth_getCode", [a, self.simulator.block]) for a in ordered]
         )
         return tuple((a, keccak(hex_to_bytes(c))) for a, c in zip(ordered, codes, strict=True))
 
@@ -397,7 +435,7 @@ class Validator:
             return list(results), changes
         addresses = sorted({a for outcome in outcomes for a, _ in outcome.code_hashes})
         calls = [r for r in requests if r is not None]
-        calls += [("eth_getCode", [a, SIMULATION_BLOCK]) for a in addresses]
+        calls += [("eth_getCode", [a, self.simulator.block]) for a in addresses]
         chunks = await asyncio.gather(
             *(
                 self.simulator.eth.rpc.batch_outcomes(calls[at : at + BATCH_CALLS])
@@ -418,12 +456,38 @@ class Validator:
         for code in codes:
             if isinstance(code, RpcError):
                 raise code
+        await self._again_on_pending(ops, checked, now=now, block=block)
         now_hashes = {a: keccak(hex_to_bytes(c)) for a, c in zip(addresses, codes, strict=True)}
         changes = [
             next((a for a, h in outcome.code_hashes if now_hashes.get(a) != h), None)
             for outcome in outcomes
         ]
         return checked, changes
+
+    async def _again_on_pending(
+        self,
+        ops: Sequence[UserOperation],
+        checked: list[ValidationOutcome | BaseException],
+        *,
+        now: int,
+        block: int,
+    ) -> None:
+        """The ops the EntryPoint refused on the latest block, checked again on the pending
+        one (in place): an op may rely on a transaction that the bundle will land after."""
+        again = [
+            i
+            for i, result in enumerate(checked)
+            if isinstance(result, BundlerError) and result.code in _REFUSALS
+        ]
+        if not again or self.simulator.block == PENDING_BLOCK:
+            return
+        pending = self.on_pending()
+        results = await asyncio.gather(
+            *(pending._validate(ops[i], now, block, False, None, True) for i in again),
+            return_exceptions=True,
+        )
+        for i, result in zip(again, results, strict=True):
+            checked[i] = result
 
     async def changed_code(self, outcomes: Sequence[ValidationOutcome]) -> list[str | None]:
         """COD-010 for ops about to be bundled: for each, the first contract whose code

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from entryway.bundler.errors import BundlerError, RpcErrorCode
-from entryway.bundler.validation.simulation import Simulator, failed_op_error
+from entryway.bundler.validation.simulation import SIMULATION_BLOCK, Simulator, failed_op_error
 from entryway.bundler.validation.validation_calls import ValidationCalls
 from entryway.chain.entry_point_v06 import ENTRY_POINT_V06 as ENTRY_POINT_V06
 from entryway.chain.entry_point_v06 import answers_as_v06 as answers_as_v06
@@ -79,6 +79,7 @@ class SimulatorV06(Simulator):
         self.simulations = ENTRY_POINT_V06
         self.override = {}
         self.replay_override = {}
+        self.block = SIMULATION_BLOCK
 
     def validation_request(
         self, op: UserOperation, extra: dict[str, Any] | None
@@ -91,7 +92,7 @@ class SimulatorV06(Simulator):
         data = ENTRY_POINT_V06.abi.encode_call("simulateValidation", op.as_v06().as_tuple())
         try:
             await self.eth.call(
-                self.entry_point, data, state_override=extra or None, block="pending"
+                self.entry_point, data, state_override=extra or None, block=self.block
             )
         except RpcError as exc:
             return self.answer(exc.revert_data, exc.message)
