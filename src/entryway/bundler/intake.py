@@ -49,6 +49,7 @@ class IntakeAdmission:
     written: bool = False
 
 
+_SENT = (OpStatus.SUBMITTED, OpStatus.INCLUDED, OpStatus.FAILED)  # rows naming a bundle
 TRUST_OPEN = timedelta(seconds=60)  # see `IntakeBundler.unmined`
 BLOCK_LEFT_THE_CHAIN = "its block left the chain"  # the reason a bundler's mempool gives
 
@@ -70,6 +71,9 @@ class IntakeStateView(Protocol):
 
     @property
     def received_at(self) -> datetime: ...
+
+    @property
+    def entry_point(self) -> str: ...
 
 
 class IntakeView(IntakeStateView, Protocol):
@@ -164,10 +168,40 @@ class IntakeBundler(Bundler):
         return row.op
 
     async def unmined(self, op_hash: bytes) -> bool:
-        """Open in the intake (the leader writes back the moment it sees the op mined), and
-        received recently: clients poll receipts hard, and one indexed read here spares the
-        node a head and a log query per EntryPoint."""
-        return await self._open_row(op_hash) is not None
+        """Open in the intake and received recently: clients poll receipts hard, and one
+        indexed read here spares the node a head and a log query per EntryPoint. Once the
+        leader wrote that it sent the op's bundle, that bundle's receipt is read (shared by
+        the polls of all its ops, BUNDLE_READ_REUSE_S apart at most): the client learns of the
+        block as soon as this replica can see it, not once the leader has written it back."""
+        row = await self._open_row(op_hash)
+        return row is not None and self._ours(row) and not self._may_be_mined(row)
+
+    def _ours(self, row: IntakeStateView) -> bool:
+        """Whether the op was sent to this bundler's EntryPoint: an op hash names its
+        EntryPoint, so another EntryPoint's bundler on the chain neither has it nor reads
+        its bundle (the chain's EntryPoints are asked in turn)."""
+        return row.entry_point.lower() == self.config.entry_point.lower()
+
+    def _may_be_mined(self, row: IntakeStateView) -> bool:
+        """The op's bundle was sent, and not found unmined in the last BUNDLE_READ_REUSE_S."""
+        return (
+            self._ours(row)
+            and row.status is OpStatus.SUBMITTED
+            and row.tx_hash is not None
+            and not self.receipts.recently_unmined(row.tx_hash)
+        )
+
+    async def receipt(self, op_hash: bytes, *, l1_fee: bool = True) -> dict[str, Any] | None:
+        """The op's receipt, read off the bundle its intake row names, if any."""
+        l1_fees = self.l1_fees if l1_fee else None
+        row = await self.intake.state(self.config.chain_id, to_hex(op_hash))
+        if row is not None and not self._ours(row):
+            return None
+        if row is None or not row.tx_hash or row.status not in _SENT:
+            return await self.receipts.receipt(op_hash, l1_fees)
+        # Sent recently and not seen mined: no log search while its bundle is not mined.
+        search_logs = row.status is not OpStatus.SUBMITTED or not _recent(row)
+        return await self.receipts.of_bundle(op_hash, row.tx_hash, l1_fees, search_logs=search_logs)
 
     async def _open_row(self, op_hash: bytes) -> IntakeStateView | None:
         """The op's state while it is open and younger than TRUST_OPEN; an older open row (its
@@ -175,7 +209,7 @@ class IntakeBundler(Bundler):
         row = await self.intake.state(self.config.chain_id, to_hex(op_hash))
         if row is None or row.status not in (OpStatus.PENDING, OpStatus.SUBMITTED):
             return None
-        return row if datetime.now(UTC) - row.received_at < TRUST_OPEN else None
+        return row if _recent(row) else None
 
     async def _reorged_away(self, row: IntakeView) -> bool:
         """The leader saw the op mined (final for it: the row would say so forever), and the
@@ -187,9 +221,9 @@ class IntakeBundler(Bundler):
 
     async def status(self, op_hash: bytes) -> dict[str, Any]:
         open_row = await self._open_row(op_hash)
-        if open_row is not None:  # as the intake says, without a node call
-            return _answer(open_row)
-        receipt = await self.receipts.receipt(op_hash)
+        if open_row is not None and not self._may_be_mined(open_row):
+            return _answer(open_row)  # as the intake says, without a node call
+        receipt = await self.receipt(op_hash, l1_fee=False)
         if receipt is not None:
             status = OpStatus.INCLUDED if receipt["success"] else OpStatus.FAILED
             return {
@@ -202,6 +236,10 @@ class IntakeBundler(Bundler):
         if await self._reorged_away(row):
             return {"status": OpStatus.DROPPED.value, "reason": BLOCK_LEFT_THE_CHAIN}
         return _answer(row)
+
+
+def _recent(row: IntakeStateView) -> bool:
+    return datetime.now(UTC) - row.received_at < TRUST_OPEN
 
 
 def _answer(row: IntakeView | IntakeStateView) -> dict[str, Any]:

@@ -4,9 +4,11 @@ Every answer starts from the node's canonical chain, so a receipt whose block wa
 by a reorg disappears with it. Two reads are shared rather than repeated per op:
 
 - an op this bundler saw mined in its own bundle is read off that bundle's transaction
-  receipt (`of_bundle`), with no log search: clients poll the moment a block lands, and the
-  polls of one bundle's ops that arrive while a read of the receipt and the head is under
-  way share that read;
+  receipt (`of_bundle`), with no log search; so is an op whose bundle another process sent
+  and said so (the intake's leader), mined or not yet. Clients poll the moment a block
+  lands: the polls of one bundle's ops share a read of its receipt and the head while it is
+  under way, and a read that found the bundle not mined answers them all for
+  BUNDLE_READ_REUSE_S after;
 - any other op is found by its UserOperationEvent log (the head and the log search in one
   batch), and its bundle's transaction receipt is kept under the block hash the log names: a
   bundle of 100 ops has one receipt of several hundred logs, and a receipt under a given
@@ -22,6 +24,7 @@ also shows the op's share of its bundle's L1 data fee (`l1Fee`, wei;
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import OrderedDict
 from typing import Any
 
@@ -43,6 +46,35 @@ BEFORE_EXECUTION_EVENT = EP.event_topic("BeforeExecution")
 # Bundle receipts kept, by (transaction hash, block hash): enough for the bundles of the
 # last few blocks, whose ops are the ones clients ask about.
 RECEIPTS_KEPT = 64
+# How long a read that found a bundle not mined answers the polls of its ops.
+BUNDLE_READ_REUSE_S = 0.025
+
+
+class _BundleRead:
+    """A read of a bundle's receipt and the head: under way, then answered at a time."""
+
+    def __init__(self, read: asyncio.Future[Any]) -> None:
+        self.read = read
+        self.answer: tuple[str, dict[str, Any] | None] | None = None
+        self.answered_at = 0.0
+        read.add_done_callback(self._answered)
+
+    def _answered(self, read: asyncio.Future[Any]) -> None:
+        if not read.cancelled() and read.exception() is None:
+            self.answer = read.result()
+            self.answered_at = time.monotonic()
+
+    def reusable(self) -> bool:
+        """Under way, or found the bundle not mined less than BUNDLE_READ_REUSE_S ago. A
+        read that found it mined is not reused once answered: a poll after a new block
+        must see that block's depth, or the reorg that took the bundle's block away."""
+        if not self.read.done():
+            return True
+        return (
+            self.answer is not None
+            and self.answer[1] is None
+            and time.monotonic() - self.answered_at < BUNDLE_READ_REUSE_S
+        )
 
 
 class ReceiptReader:
@@ -55,8 +87,8 @@ class ReceiptReader:
         self.lookback_blocks = lookback_blocks
         # The chain's depths, where the service follows the chain: receipts then say `final`.
         self.finality: Finality | None = None
-        # Bundle transaction hash → the read of its receipt and the head under way.
-        self._bundle_reads: dict[str, asyncio.Future[Any]] = {}
+        # Bundle transaction hash → the last read of its receipt and the head.
+        self._bundle_reads: OrderedDict[str, _BundleRead] = OrderedDict()
         self._bundle_receipts: OrderedDict[tuple[str, str], dict[str, Any]] = OrderedDict()
         self._head = -1  # the latest block number last read here
 
@@ -111,12 +143,20 @@ class ReceiptReader:
         return await self.of_log(log, head, l1_fees)
 
     async def of_bundle(
-        self, op_hash: bytes, tx_hash: str, l1_fees: L1FeeQuoter | None = None
+        self,
+        op_hash: bytes,
+        tx_hash: str,
+        l1_fees: L1FeeQuoter | None = None,
+        *,
+        search_logs: bool = True,
     ) -> dict[str, Any] | None:
-        """The receipt of an op this bundler saw mined in its bundle `tx_hash`; looked for in
-        the logs as any other op's when that bundle does not carry it (the op was included
-        by another bundle) or is no longer on the chain."""
+        """The receipt of an op sent in the bundle `tx_hash`; looked for in the logs as any
+        other op's when that bundle does not carry it (the op was included by another bundle)
+        or is not on the chain, unless not `search_logs` (the bundle was sent and not seen
+        mined yet: while it is not mined, neither is the op, most likely)."""
         head, tx = await self._bundle_read(tx_hash)
+        if tx is None and not search_logs:
+            return None
         ep = checksum(self.entry_point)
         for log in tx["logs"] if tx is not None else ():
             topics = log["topics"]
@@ -129,19 +169,35 @@ class ReceiptReader:
                 return await self._receipt(log, tx, head, l1_fees)
         return await self.receipt(op_hash, l1_fees)
 
+    def recently_unmined(self, tx_hash: str) -> bool:
+        """Whether a read of the bundle `tx_hash` found it not mined in the last
+        BUNDLE_READ_REUSE_S."""
+        kept = self._bundle_reads.get(tx_hash)
+        return (
+            kept is not None
+            and kept.reusable()
+            and kept.answer is not None
+            and (kept.answer[1] is None)
+        )
+
     async def _bundle_read(self, tx_hash: str) -> tuple[int, dict[str, Any] | None]:
         """(head, the bundle's transaction receipt), in one batch; polls arriving while it
-        is read wait for the same read. Nothing is kept once it is answered."""
-        read = self._bundle_reads.get(tx_hash)
-        if read is None:
-            read = asyncio.ensure_future(
-                self.eth.rpc.batch(
-                    [("eth_blockNumber", []), ("eth_getTransactionReceipt", [tx_hash])]
+        is read take the same read, and so do those up to BUNDLE_READ_REUSE_S after a read
+        that found it not mined."""
+        kept = self._bundle_reads.get(tx_hash)
+        if kept is None or not kept.reusable():
+            kept = _BundleRead(
+                asyncio.ensure_future(
+                    self.eth.rpc.batch(
+                        [("eth_blockNumber", []), ("eth_getTransactionReceipt", [tx_hash])]
+                    )
                 )
             )
-            self._bundle_reads[tx_hash] = read
-            read.add_done_callback(lambda _: self._bundle_reads.pop(tx_hash, None))
-        head, tx = await asyncio.shield(read)
+            self._bundle_reads[tx_hash] = kept
+            self._bundle_reads.move_to_end(tx_hash)
+            while len(self._bundle_reads) > RECEIPTS_KEPT:
+                self._bundle_reads.popitem(last=False)
+        head, tx = await asyncio.shield(kept.read)
         return int(head, 16), tx
 
     async def of_log(

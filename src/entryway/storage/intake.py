@@ -216,6 +216,7 @@ class IntakeState:
     reason: str | None
     tx_hash: str | None
     received_at: datetime
+    entry_point: str
 
 
 StateKey = tuple[int, str]  # (chain id, 0x-prefixed lower-case hash)
@@ -241,7 +242,7 @@ class OpIntakeStore:
         c = op_intake.c
         dialect = self.engine.dialect.name
         query = select(
-            c.chain_id, c.user_op_hash, c.state, c.reason, c.tx_hash, c.received_at
+            c.chain_id, c.user_op_hash, c.state, c.reason, c.tx_hash, c.received_at, c.entry_point
         ).where(
             one_of(dialect, c.chain_id, sorted({chain for chain, _ in keys})),
             one_of(dialect, c.user_op_hash, sorted({op_hash for _, op_hash in keys})),
@@ -259,6 +260,7 @@ class OpIntakeStore:
                 reason=None if r["reason"] is None else str(r["reason"]),
                 tx_hash=None if r["tx_hash"] is None else str(r["tx_hash"]),
                 received_at=as_utc(r["received_at"]),
+                entry_point=str(r["entry_point"]),
             )
             for r in rows
         }

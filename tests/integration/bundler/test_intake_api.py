@@ -12,6 +12,7 @@ import httpx
 import pytest
 from sqlalchemy import func, select
 
+from entryway.bundler import receipts as receipts_module
 from entryway.bundler.intake import IntakeBundler
 from entryway.bundler.rpc_types import user_operation_json
 from entryway.bundler.standalone import StandaloneSettings, build_bundler
@@ -200,3 +201,54 @@ async def test_receipt_polls_of_an_open_op_are_answered_from_the_intake(
     answer = await client.post(f"/rpc/{CHAIN}", headers=auth, json=poll)
     assert answer.json()["result"] is None
     assert "eth_getLogs" in asked
+
+
+async def test_a_receipt_is_read_off_the_bundle_the_leader_said_it_sent(
+    intake_service: Client, harness: Harness, eth: EthClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once the leader wrote that it sent the op's bundle, the replica reads that bundle's
+    receipt: the client gets the op's receipt as soon as the block is there, before the leader
+    writes back that it was mined. Polls of a bundle not mined yet share one node read within
+    BUNDLE_READ_REUSE_S, and look for no log."""
+    client, services, _ = intake_service
+    _, key = await tenant(services, PlanName.FREE, [CHAIN])
+    auth = {"Authorization": f"Bearer {key}"}
+    payer = harness.new_key()
+    op = await harness.build_op(payer.address, b"")
+    await harness.fund(op.sender, ETHER)
+    op = harness.sign(op, payer)
+    send = rpc("eth_sendUserOperation", user_operation_json(op), harness.deployment.entry_point)
+    op_hash = (await client.post(f"/rpc/{CHAIN}", headers=auth, json=send)).json()["result"]
+    intake = OpIntakeStore(services.store.engine)
+    poll = rpc("eth_getUserOperationReceipt", op_hash)
+    status = rpc("entryway_getUserOperationStatus", op_hash)
+
+    asked: list[str] = []
+    batch = eth.rpc.batch
+
+    async def counted(calls: Sequence[tuple[str, Sequence[JsonValue]]]) -> list[JsonValue]:
+        asked.extend(method for method, _ in calls)
+        return await batch(calls)
+
+    monkeypatch.setattr(eth.rpc, "batch", counted)
+    monkeypatch.setattr(receipts_module, "BUNDLE_READ_REUSE_S", 60.0)
+    unmined_bundle = "0x" + "ab" * 32  # sent, not mined (no such transaction yet)
+    assert await intake.mark(CHAIN, op_hash, OpStatus.SUBMITTED, tx_hash=unmined_bundle)
+    for _ in range(3):
+        answer = await client.post(f"/rpc/{CHAIN}", headers=auth, json=poll)
+        assert answer.json()["result"] is None
+    answer = await client.post(f"/rpc/{CHAIN}", headers=auth, json=status)
+    assert answer.json()["result"]["status"] == "submitted"
+    assert asked.count("eth_getTransactionReceipt") == 1
+    assert "eth_getLogs" not in asked
+
+    bundle = await harness.handle_ops([op])  # mined; the row still says submitted
+    tx_hash = bundle.receipt.tx_hash
+    assert await intake.mark(CHAIN, op_hash, OpStatus.SUBMITTED, tx_hash=tx_hash)
+    answer = (await client.post(f"/rpc/{CHAIN}", headers=auth, json=poll)).json()["result"]
+    assert answer is not None
+    assert (answer["userOpHash"], answer["success"]) == (op_hash, True)
+    assert answer["receipt"]["transactionHash"] == tx_hash
+    answer = await client.post(f"/rpc/{CHAIN}", headers=auth, json=status)
+    assert answer.json()["result"]["status"] == "included"
+    assert "eth_getLogs" not in asked
