@@ -21,7 +21,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,12 +30,13 @@ from typing import Any
 from eth_account import Account
 
 from bench.bundler_load import ProcessClock, block_shares, load_average, node_pid, open_loop
+from bench.node_faults import FaultCounts, faulty_node, play_faults
 from bench.slow_node import slow_node
 from entryway import contracts
 from entryway.bundler.rpc_types import user_operation_json
 from entryway.bundler.validation.simulation import Simulator
 from entryway.bundler.validation.validation_calls import validation_calls
-from entryway.chain.rpc import EthClient, JsonRpcClient
+from entryway.chain.rpc import EthClient, JsonRpcClient, RpcError
 from entryway.chain.transactor import Transactor
 from entryway.deploy.deployer import ContractDeployer, Deployment
 from entryway.deploy.plan import ENTRYWAY_SALT, plan_contract
@@ -50,6 +51,7 @@ from entryway.domain.userop_v06 import op_v06_to_json
 ETHER = 10**18
 CHAIN_ID = 80002
 RECEIPT_POLL_S = 0.1  # how often a waiting client asks for its receipt
+RECEIPT_WAIT_S = 180.0  # an accepted op with no receipt by then counts as not included
 BLOCK_TIME_S = 1.0
 BLOCK_WATCH_S = 0.02  # how often the benchmark notes the node's head (its own connection)
 FACTORY = contracts.load("SimpleAccountFactory")
@@ -143,6 +145,7 @@ class ServedDevnet:
     simple_account_factory: str
     simple_account_factory_v06: str
     pid: int | None = None
+    executors: tuple[str, ...] = ()  # the bundler's executor addresses
 
     def bench(self, version: EntryPointVersion = EntryPointVersion.V08) -> Bench:
         """A client sending ops of SimpleAccounts of the release `version`."""
@@ -177,11 +180,13 @@ async def served_devnet(
     block_gas_limit: int | None = None,
     trust_factory: bool = False,
     node_latency_ms: float = 0.0,
+    faults: FaultCounts | None = None,
 ) -> AsyncIterator[ServedDevnet]:
     """With `block_gas_limit`, the devnet's blocks carry that much gas; with `trust_factory`,
     the bundler trusts the SimpleAccountFactory (reputation never throttles it); with
     `node_latency_ms`, the bundler reaches the node through a relay holding each request
-    that long (`bench.slow_node`)."""
+    that long (`bench.slow_node`); with `faults`, through one that drops some of its
+    transactions, counted there (`bench.node_faults`)."""
     with tempfile.TemporaryDirectory() as tmp:
         async with (
             Devnet(Path(tmp), [CHAIN_ID], block_time_s=BLOCK_TIME_S) as devnet,
@@ -214,6 +219,8 @@ async def served_devnet(
                     node_url = await stack.enter_async_context(
                         slow_node(chain.rpc_url, node_latency_ms)
                     )
+                if faults is not None:
+                    node_url = await stack.enter_async_context(faulty_node(node_url, faults))
                 proc = await asyncio.create_subprocess_exec(
                     str(Path(sys.executable).with_name("entryway")), "bundler",
                     "--rpc-url", node_url, "--executor-key-file", str(executor_file),
@@ -228,6 +235,7 @@ async def served_devnet(
                         plan.address,
                         plan_v06.address,
                         proc.pid,
+                        tuple(k.address for k in keys),
                     )
                     async with JsonRpcClient(served.rpc_url) as probe:
                         for _ in range(100):
@@ -243,16 +251,23 @@ async def served_devnet(
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
+    faults = FaultCounts() if args.faults else None
     async with served_devnet(
         args.executors,
         block_gas_limit=args.block_gas_limit,
         trust_factory=args.trust_factory,
         node_latency_ms=args.node_latency_ms,
+        faults=faults,
     ) as served:
         bench = served.bench()
         try:
             if args.open_loop:
                 return await open_loop_run(bench, args)
+            if faults is not None:  # the inclusion workload, with the node's faults played
+                result = await inclusion(
+                    [bench], args, during=lambda: play_faults(served.eth, served.executors, faults)
+                )
+                return {**result, **vars(faults), "dropped_hashes": len(faults.dropped_hashes)}
             if not args.validate:  # --validate 0: the inclusion workload only
                 return await inclusion([bench], args)
             return await measure(bench, served.eth, args)
@@ -276,8 +291,12 @@ class Samples:
     to_receipt: list[float] = field(default_factory=list)
     op_hashes: list[str] = field(default_factory=list)
     accounts: int = 0
+    refused: list[str] = field(default_factory=list)  # the bundler's answers to refused sends
+    not_included: int = 0  # accepted ops with no receipt within RECEIPT_WAIT_S
 
     def __iadd__(self, other: Samples) -> Samples:
+        self.refused += other.refused
+        self.not_included += other.not_included
         self.latencies += other.latencies
         self.accept += other.accept
         self.to_block += other.to_block
@@ -287,11 +306,18 @@ class Samples:
         return self
 
 
-async def inclusion(benches: Sequence[Bench], args: argparse.Namespace) -> dict[str, Any]:
+async def inclusion(
+    benches: Sequence[Bench],
+    args: argparse.Namespace,
+    *,
+    during: Callable[[], Coroutine[Any, Any, None]] | None = None,
+) -> dict[str, Any]:
     """The lockstep workload: `args.accounts` users each send `args.ops` sequential ops
     through the bundler, after an unmeasured warm-up that deploys every account. The users
     are dealt to `benches` in turn (one release's SimpleAccounts each); with more than one,
-    each release's figures follow the overall ones, prefixed `v0.7_`, `v0.8_`."""
+    each release's figures follow the overall ones, prefixed `v0.7_`, `v0.8_`. `during` runs
+    beside the measured part, cancelled at its end. A user whose op is refused, or not
+    included within RECEIPT_WAIT_S, stops there (counted: `refused`, `not_included`)."""
     # Warm-up (not measured): deploy every account with its first op.
     dealt = [benches[i % len(benches)] for i in range(args.accounts)]
     accounts = [(bench, *await bench.new_account()) for bench in dealt]
@@ -313,10 +339,18 @@ async def inclusion(benches: Sequence[Bench], args: argparse.Namespace) -> dict[
         for k in range(args.ops):
             op = await bench.op(owner, sender, k + 1, False)
             start = time.monotonic()
-            op_hash = await bench.send(op)
+            try:
+                op_hash = await bench.send(op)
+            except RpcError as exc:
+                seen.refused.append(exc.message)
+                return
             accepted = time.monotonic()
             seen.accept.append(accepted - start)
-            receipt = await bench.receipt(op_hash)
+            try:
+                receipt = await bench.receipt(op_hash, within_s=RECEIPT_WAIT_S)
+            except TimeoutError:
+                seen.not_included += 1
+                return
             done = time.monotonic()
             assert receipt["success"], receipt
             seen.latencies.append(done - start)
@@ -326,6 +360,7 @@ async def inclusion(benches: Sequence[Bench], args: argparse.Namespace) -> dict[
             seen.op_hashes.append(op_hash)
 
     watcher = asyncio.create_task(watch_blocks())
+    beside = asyncio.create_task(during()) if during is not None else None
     clock = ProcessClock(benches[0].process_pid)
     node_clock = ProcessClock(node_pid())
     clock.start()
@@ -336,9 +371,11 @@ async def inclusion(benches: Sequence[Bench], args: argparse.Namespace) -> dict[
     elapsed = time.monotonic() - start
     client_cpu = time.process_time() - client_cpu
     node_cpu_s = node_clock.seconds()
-    watcher.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await watcher
+    for task in (watcher, beside):
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
     cpu_s = clock.seconds()
     overall = Samples()
     for seen in samples.values():
@@ -364,6 +401,8 @@ async def figures(bench: Bench, seen: Samples, elapsed: float) -> dict[str, Any]
     gas_per_op, bundles = await bundle_gas_per_op(bench, seen.op_hashes)
     return {
         "ops": len(seen.op_hashes),
+        "refused": len(seen.refused),
+        "not_included": seen.not_included,
         "included_ops_per_s": len(seen.op_hashes) / elapsed,
         "included_ops_per_s_per_account": len(seen.op_hashes) / elapsed / seen.accounts,
         "p50_s": statistics.median(seen.latencies),
@@ -479,6 +518,12 @@ def main() -> None:
         type=float,
         default=0.0,
         help="the bundler reaches the node through a relay holding each request this long",
+    )
+    parser.add_argument(
+        "--faults",
+        action="store_true",
+        help="the node drops some bundles, its fee spikes, an executor is drained for a while "
+        "(bench/node_faults.py); the inclusion workload alone",
     )
     result = asyncio.run(run(parser.parse_args()))
     for key, value in result.items():

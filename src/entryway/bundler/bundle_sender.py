@@ -19,6 +19,7 @@ from entryway.bundler.mempool import MempoolEntry
 from entryway.bundler.states import BundlingMode, OpStatus, Tracked
 from entryway.bundler.submission import (
     Attempt,
+    ExecutorUnfundedError,
     PendingTransaction,
     TransactionDroppedError,
     TransactionManager,
@@ -184,7 +185,10 @@ class BundleSender:
                     "nothing to bundle: the %d ops chosen failed the checks", len(claim.chosen)
                 )
                 return None
-            tx = await self._send(claim.executor, ops, data)
+            try:
+                tx = await self._send(claim.executor, ops, data)
+            except ExecutorUnfundedError:
+                return None  # its ops wait in the mempool for a key that can pay (logged)
         finally:
             claim.executor.reserved = False
             self._claims.discard(claim)
@@ -309,7 +313,9 @@ class BundleSender:
         first_hash = tx.latest.tx_hash
         try:
             receipt = await executor.wait(tx)
-        except TransactionDroppedError as exc:
+        except Exception as exc:  # dropped; or a bug, said, that must not end in silence
+            if not isinstance(exc, TransactionDroppedError):
+                log.error("following bundle %s failed", tx.latest.tx_hash, exc_info=exc)
             for e in ops:
                 self.bundler.tracked[e.user_op_hash] = Tracked(
                     OpStatus.DROPPED, reason=str(exc), attempts=tx.attempts

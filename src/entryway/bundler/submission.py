@@ -4,6 +4,7 @@ detection of dropped ones."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -11,11 +12,21 @@ from typing import Any
 from eth_account.signers.local import LocalAccount
 
 from entryway.chain.rpc import EthClient, RpcError, TxReceipt
+from entryway.chain.transport import RpcTransportError
 from entryway.domain.evm import checksum, to_hex
 from entryway.errors import EntrywayError
 
+log = logging.getLogger("entryway.bundler")
 # A replacement must beat the pending transaction by 10% on both fees; bump a bit more.
 FEE_BUMP_PERCENT = 15
+# A key the node refused a transaction for want of funds is not picked for a bundle again
+# for this long (other keys are); a refused replacement is tried again this long after.
+UNFUNDED_REST_S = 2.0
+REPLACE_RETRY_S = 1.0
+
+
+class ExecutorUnfundedError(EntrywayError):
+    """The node refused the bundle: its executor key cannot pay for the gas."""
 
 
 class TransactionDroppedError(EntrywayError):
@@ -40,6 +51,7 @@ class PendingTransaction:
     attempts: list[Attempt] = field(default_factory=list)
     sent_block: int = 0
     sent_at: float = 0.0
+    replace_at: float = 0.0  # monotonic: no replacement before (one was refused)
 
     @property
     def latest(self) -> Attempt:
@@ -51,8 +63,9 @@ class StuckPolicy:
     after_blocks: int = 3
     after_s: float = 30.0
     # A bundle younger than this is only looked for by receipt, not yet checked for being
-    # dropped or stuck (those checks cost two more node calls per poll).
-    quiet_s: float = 2.0
+    # dropped, lost or stuck (those checks cost more node calls per poll); nor is one while
+    # no block has been mined since it was sent.
+    quiet_s: float = 1.0
 
 
 class TransactionManager:
@@ -72,6 +85,8 @@ class TransactionManager:
         # Taken by a bundler building a bundle for this key: the bundlers of a chain's
         # EntryPoints share its keys, one bundle in flight per key.
         self.reserved = False
+        self.resting_until = 0.0  # monotonic: not picked before (it could not pay)
+        self._unfunded = False  # said so in the log; said again once it pays
 
     @property
     def address(self) -> str:
@@ -79,7 +94,7 @@ class TransactionManager:
 
     @property
     def idle(self) -> bool:
-        return self.pending is None and not self.reserved
+        return self.pending is None and not self.reserved and time.monotonic() >= self.resting_until
 
     async def _nonce(self) -> int:
         # One bundle in flight per key, so the node's pending count is always the next nonce;
@@ -102,7 +117,24 @@ class TransactionManager:
             raw["type"] = 4
             raw["authorizationList"] = tx.authorizations
         signed = self.account.sign_transaction(raw)
-        tx_hash = await self.eth.send_raw_transaction(bytes(signed.raw_transaction))
+        try:
+            tx_hash = await self.eth.send_raw_transaction(bytes(signed.raw_transaction))
+        except RpcError as exc:
+            if "insufficient funds" not in exc.message.lower():
+                raise
+            self.resting_until = time.monotonic() + UNFUNDED_REST_S
+            if not self._unfunded:
+                self._unfunded = True
+                log.warning(
+                    "executor %s cannot pay for its bundle (%s): its bundles wait, or go "
+                    "with another key, until it is funded",
+                    self.address,
+                    exc.message,
+                )
+            raise ExecutorUnfundedError(f"executor {self.address}: {exc.message}") from exc
+        if self._unfunded:
+            self._unfunded = False
+            log.info("executor %s pays for its bundles again", self.address)
         tx.attempts.append(Attempt(tx_hash, max_fee, priority, time.time()))
         tx.sent_block = await self.eth.block_number()
         tx.sent_at = time.monotonic()
@@ -124,14 +156,17 @@ class TransactionManager:
         return tx
 
     async def poll(self, tx: PendingTransaction) -> TxReceipt | None:
-        """The receipt once mined; bumps fees when stuck; raises if dropped."""
+        """The receipt once mined; sends it again when stuck or lost; raises if dropped."""
         for attempt in reversed(tx.attempts):
             receipt = await self.eth.get_receipt(attempt.tx_hash)
             if receipt is not None:
                 self.pending = None
                 return receipt
         if time.monotonic() - tx.sent_at < self.stuck.quiet_s:
-            return None  # too early for the nonce and stuck checks; spare the node
+            return None  # too early for the checks below; spare the node
+        blocks = await self.eth.block_number() - tx.sent_block
+        if blocks < 1:
+            return None  # no block since it was sent: nothing to conclude yet
         mined_nonce = await self.eth.get_nonce(self.address, "latest")
         if mined_nonce > tx.nonce:
             # Our nonce is used, yet none of our attempts is mined: recheck once (a receipt
@@ -145,11 +180,27 @@ class TransactionManager:
             raise TransactionDroppedError(
                 f"nonce {tx.nonce} of {self.address} was used by another tx"
             )
-        blocks = await self.eth.block_number() - tx.sent_block
+        if time.monotonic() < tx.replace_at:
+            return None  # a replacement was refused a moment ago
         waited = time.monotonic() - tx.sent_at
-        if blocks >= self.stuck.after_blocks or waited >= self.stuck.after_s:
+        stuck = blocks >= self.stuck.after_blocks or waited >= self.stuck.after_s
+        # A block went by without it: a node that knows no attempt lost it (evicted from
+        # its pool, or never passed on), and it is sent again now, not blocks later.
+        if stuck or await self._lost(tx):
             await self.replace(tx)
         return None
+
+    async def _lost(self, tx: PendingTransaction) -> bool:
+        """Whether the node knows none of the transaction's attempts."""
+        for attempt in reversed(tx.attempts):
+            if await self.eth.rpc.request("eth_getTransactionByHash", [attempt.tx_hash]):
+                return False
+        log.info(
+            "bundle %s of %s is unknown to the node: sending it again",
+            tx.latest.tx_hash,
+            self.address,
+        )
+        return True
 
     async def replace(self, tx: PendingTransaction) -> None:
         """Re-send with both fees raised, same nonce (a stuck bundle)."""
@@ -162,17 +213,32 @@ class TransactionManager:
         )
         try:
             await self._broadcast(tx, max_fee, priority)
+        except ExecutorUnfundedError:
+            tx.replace_at = time.monotonic() + REPLACE_RETRY_S  # said once, in _broadcast
         except RpcError as exc:
-            if "nonce" not in exc.message.lower():
-                raise
-            # Already mined or replaced: the next poll tells which.
+            if "nonce" in exc.message.lower():
+                return  # already mined or replaced: the next poll tells which
+            # The bundle is followed still (the node may yet mine an earlier attempt).
+            tx.replace_at = time.monotonic() + REPLACE_RETRY_S
+            log.warning(
+                "replacing bundle %s of %s refused (%s); trying again",
+                last.tx_hash,
+                self.address,
+                exc.message,
+            )
 
     async def wait(
         self, tx: PendingTransaction, *, within_s: float = 120.0, poll_s: float = 0.1
     ) -> TxReceipt:
         deadline = time.monotonic() + within_s
         while True:
-            receipt = await self.poll(tx)
+            try:
+                receipt = await self.poll(tx)
+            except (RpcError, RpcTransportError) as exc:
+                # The node failing for a while (its client logs an outage once): the bundle
+                # is followed until the deadline all the same.
+                log.debug("following bundle %s: %s", tx.latest.tx_hash, exc)
+                receipt = None
             if receipt is not None:
                 return receipt
             if time.monotonic() > deadline:

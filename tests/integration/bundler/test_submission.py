@@ -1,6 +1,7 @@
 """The executor's transaction manager on a real anvil: a stuck bundle transaction is replaced
-with higher fees and the replacement is what gets mined; a nonce taken by another transaction
-is reported as dropped."""
+with higher fees and the replacement is what gets mined; one the node lost is sent again a
+block later; a nonce taken by another transaction is reported as dropped; a key that cannot
+pay rests, and its refused replacement is tried again once it can."""
 
 from __future__ import annotations
 
@@ -8,7 +9,13 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from entryway.bundler.submission import StuckPolicy, TransactionDroppedError, TransactionManager
+from entryway.bundler import submission
+from entryway.bundler.submission import (
+    ExecutorUnfundedError,
+    StuckPolicy,
+    TransactionDroppedError,
+    TransactionManager,
+)
 from entryway.chain.rpc import EthClient, JsonRpcClient
 from entryway.chain.transactor import Transactor
 from entryway.devnet.anvil import AnvilConfig, AnvilProcess
@@ -71,3 +78,56 @@ async def test_a_nonce_used_by_someone_else_is_reported_dropped(manual_chain: Et
     with pytest.raises(TransactionDroppedError):
         await manager.poll(tx)
     assert manager.idle
+
+
+async def test_a_transaction_the_node_lost_is_sent_again_after_one_block(
+    manual_chain: EthClient,
+) -> None:
+    """Not stuck by the policy's count of blocks (100), yet unknown to the node once a block
+    went by without it: sent again at once."""
+    eth = manual_chain
+    manager = await funded_manager(eth, StuckPolicy(after_blocks=100, after_s=3600, quiet_s=0))
+    tx = await manager.send(Harness.new_key().address, b"", 50_000, max_fee=2 * GWEI, priority=GWEI)
+    assert await manager.poll(tx) is None  # no block yet: nothing concluded
+    await eth.rpc.request("anvil_dropAllTransactions", [])  # evicted from the node's pool
+    assert await manager.poll(tx) is None
+    assert len(tx.attempts) == 1  # no block since: not judged lost yet
+    await eth.rpc.request("evm_mine", [])  # a block passes without it
+    assert await manager.poll(tx) is None
+    assert len(tx.attempts) == 2
+    await eth.rpc.request("evm_mine", [])
+    receipt = await manager.poll(tx)
+    assert receipt is not None and receipt.tx_hash == tx.attempts[1].tx_hash
+
+
+async def test_an_executor_that_cannot_pay_rests_and_its_replacement_waits(
+    manual_chain: EthClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A send the node refuses for want of funds raises ExecutorUnfundedError and the key is
+    not picked for a while; a replacement refused so does not end the bundle's follow, and is
+    tried again once the key is funded."""
+    eth = manual_chain
+    manager = await funded_manager(eth, StuckPolicy(after_blocks=1, after_s=3600, quiet_s=0))
+    tx = await manager.send(Harness.new_key().address, b"", 50_000, max_fee=2 * GWEI, priority=GWEI)
+    await eth.rpc.request("anvil_dropAllTransactions", [])
+    await eth.rpc.request("anvil_setBalance", [manager.address, "0x0"])
+    await eth.rpc.request("evm_mine", [])
+    assert await manager.poll(tx) is None  # stuck; the replacement refused, not raised
+    assert len(tx.attempts) == 1 and not manager.idle
+    assert await manager.poll(tx) is None  # not tried again before REPLACE_RETRY_S
+    assert len(tx.attempts) == 1
+
+    monkeypatch.setattr(submission, "UNFUNDED_REST_S", 60.0)
+    other = await funded_manager(eth, StuckPolicy())
+    await eth.rpc.request("anvil_setBalance", [other.address, "0x0"])
+    with pytest.raises(ExecutorUnfundedError):
+        await other.send(Harness.new_key().address, b"", 50_000, max_fee=2 * GWEI, priority=GWEI)
+    assert not other.idle and other.pending is None  # resting: bundles go with other keys
+
+    await eth.rpc.request("anvil_setBalance", [manager.address, hex(10 * ETHER)])
+    tx.replace_at = 0.0  # REPLACE_RETRY_S has passed
+    assert await manager.poll(tx) is None
+    assert len(tx.attempts) == 2
+    await eth.rpc.request("evm_mine", [])
+    receipt = await manager.poll(tx)
+    assert receipt is not None and receipt.tx_hash == tx.attempts[1].tx_hash
