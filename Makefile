@@ -76,6 +76,7 @@ bench-bundler: setup
 	$(BIN)/python -m bench.bundler --accounts 100 --ops 10 --validate 0 --block-gas-limit $(BLOCK_GAS_LIMIT)
 	$(BIN)/python -m bench.bundler --accounts 200 --ops 5 --validate 0 --trust-factory --block-gas-limit $(BLOCK_GAS_LIMIT)
 	$(BIN)/python -m bench.bundler --accounts 100 --validate 0 --open-loop $(OPEN_LOOP_RATES) --block-gas-limit $(BLOCK_GAS_LIMIT)
+	$(BIN)/python -m bench.bundler --accounts 50 --ops 12 --executors 1 --faults --block-gas-limit $(BLOCK_GAS_LIMIT)
 
 bench-bundler-versions: setup
 	$(BIN)/python -m bench.bundler_versions
