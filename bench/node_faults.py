@@ -19,18 +19,15 @@ could not send and those never included.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
 
-import aiohttp
 from aiohttp import web
 
+from bench.node_relay import node_relay
 from entryway.chain.rpc import EthClient
-from entryway.devnet.anvil import free_port
 from entryway.domain.evm import hex_to_bytes, keccak, to_hex
 
 DROP_EVERY = 4
@@ -53,46 +50,26 @@ class FaultCounts:
 @asynccontextmanager
 async def faulty_node(rpc_url: str, counts: FaultCounts) -> AsyncIterator[str]:
     """The URL of a relay to `rpc_url` that drops every DROP_EVERY-th raw transaction."""
-    async with aiohttp.ClientSession() as session:
 
-        def dropped(call: dict[str, Any]) -> dict[str, Any] | None:
-            """The answer of a node that took the transaction, if this one is dropped."""
-            if call.get("method") != "eth_sendRawTransaction":
-                return None
-            counts.sends += 1
-            if counts.sends % DROP_EVERY:
-                return None
-            counts.dropped += 1
-            tx_hash = to_hex(keccak(hex_to_bytes(call["params"][0])))
-            counts.dropped_hashes.append(tx_hash)
-            return {"jsonrpc": "2.0", "id": call.get("id"), "result": tx_hash}
-
-        async def relay(request: web.Request) -> web.Response:
-            body = await request.read()
-            with contextlib.suppress(ValueError):
-                message = json.loads(body)
-                if isinstance(message, dict):
-                    taken = dropped(message)
-                    if taken is not None:
-                        return web.json_response(taken)
-                # A batch is passed on whole: the bundler sends transactions one at a time.
-            async with session.post(
-                rpc_url, data=body, headers={"Content-Type": "application/json"}
-            ) as answer:
-                return web.Response(
-                    body=await answer.read(), status=answer.status, content_type="application/json"
-                )
-
-        app = web.Application(client_max_size=64 * 1024 * 1024)
-        app.router.add_post("/", relay)
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
-        port = free_port()
-        await web.TCPSite(runner, "127.0.0.1", port).start()
+    async def drop(body: bytes) -> web.Response | None:
+        """The answer of a node that took the transaction, if this one is dropped. A batch
+        is passed on whole: the bundler sends its transactions one at a time."""
         try:
-            yield f"http://127.0.0.1:{port}/"
-        finally:
-            await runner.cleanup()
+            call = json.loads(body)
+        except ValueError:
+            return None
+        if not isinstance(call, dict) or call.get("method") != "eth_sendRawTransaction":
+            return None
+        counts.sends += 1
+        if counts.sends % DROP_EVERY:
+            return None
+        counts.dropped += 1
+        tx_hash = to_hex(keccak(hex_to_bytes(call["params"][0])))
+        counts.dropped_hashes.append(tx_hash)
+        return web.json_response({"jsonrpc": "2.0", "id": call.get("id"), "result": tx_hash})
+
+    async with node_relay(rpc_url, drop) as url:
+        yield url
 
 
 async def play_faults(eth: EthClient, executors: Sequence[str], counts: FaultCounts) -> None:

@@ -21,6 +21,7 @@ from entryway.bundler.validation.outcome_json import outcome_from_json
 from entryway.chain.rpc import EthClient, JsonValue
 from entryway.devnet.devnet import Devnet
 from entryway.domain.plans import PlanName
+from entryway.domain.userop import UserOperation
 from entryway.service.app import create_app
 from entryway.service.services import ChainRuntime, Services
 from entryway.storage.engine import make_engine, migrate, sqlite_url
@@ -56,6 +57,21 @@ async def intake_service(tmp_path: Path, devnet: Devnet, eth: EthClient) -> Asyn
     async with httpx.AsyncClient(transport=transport, base_url="http://svc.test") as client:
         yield client, services, bundler_rpc.bundler
     await engine.dispose()
+
+
+async def send_funded_op(
+    client: httpx.AsyncClient, services: Services, harness: Harness
+) -> tuple[dict[str, str], UserOperation, str]:
+    """A new tenant's headers, and a funded op it sent to the API with its hash."""
+    _, key = await tenant(services, PlanName.FREE, [CHAIN])
+    auth = {"Authorization": f"Bearer {key}"}
+    payer = harness.new_key()
+    op = await harness.build_op(payer.address, b"")
+    await harness.fund(op.sender, ETHER)
+    op = harness.sign(op, payer)
+    send = rpc("eth_sendUserOperation", user_operation_json(op), harness.deployment.entry_point)
+    op_hash = (await client.post(f"/rpc/{CHAIN}", headers=auth, json=send)).json()["result"]
+    return auth, op, op_hash
 
 
 async def test_an_accepted_op_goes_to_the_intake_with_its_charge(
@@ -136,14 +152,7 @@ async def test_an_op_mined_then_reorged_away_is_reported_dropped(
     """The leader marked the op mined and stopped following it; the chain has no receipt for
     it (its block left the chain): the status says dropped and why, not mined forever."""
     client, services, _ = intake_service
-    _, key = await tenant(services, PlanName.FREE, [CHAIN])
-    auth = {"Authorization": f"Bearer {key}"}
-    payer = harness.new_key()
-    op = await harness.build_op(payer.address, b"")
-    await harness.fund(op.sender, ETHER)
-    op = harness.sign(op, payer)
-    send = rpc("eth_sendUserOperation", user_operation_json(op), harness.deployment.entry_point)
-    op_hash = (await client.post(f"/rpc/{CHAIN}", headers=auth, json=send)).json()["result"]
+    auth, _op, op_hash = await send_funded_op(client, services, harness)
     intake = OpIntakeStore(services.store.engine)
     status = rpc("entryway_getUserOperationStatus", op_hash)
 
@@ -165,14 +174,7 @@ async def test_receipt_polls_of_an_open_op_are_answered_from_the_intake(
     client, services, bundler = intake_service
     woken: list[bool] = []
     bundler.on_written = lambda: woken.append(True)
-    _, key = await tenant(services, PlanName.FREE, [CHAIN])
-    auth = {"Authorization": f"Bearer {key}"}
-    payer = harness.new_key()
-    op = await harness.build_op(payer.address, b"")
-    await harness.fund(op.sender, ETHER)
-    op = harness.sign(op, payer)
-    send = rpc("eth_sendUserOperation", user_operation_json(op), harness.deployment.entry_point)
-    op_hash = (await client.post(f"/rpc/{CHAIN}", headers=auth, json=send)).json()["result"]
+    auth, _op, op_hash = await send_funded_op(client, services, harness)
     assert woken == [True]
 
     asked: list[str] = []
@@ -211,14 +213,7 @@ async def test_a_receipt_is_read_off_the_bundle_the_leader_said_it_sent(
     writes back that it was mined. Polls of a bundle not mined yet share one node read within
     BUNDLE_READ_REUSE_S, and look for no log."""
     client, services, _ = intake_service
-    _, key = await tenant(services, PlanName.FREE, [CHAIN])
-    auth = {"Authorization": f"Bearer {key}"}
-    payer = harness.new_key()
-    op = await harness.build_op(payer.address, b"")
-    await harness.fund(op.sender, ETHER)
-    op = harness.sign(op, payer)
-    send = rpc("eth_sendUserOperation", user_operation_json(op), harness.deployment.entry_point)
-    op_hash = (await client.post(f"/rpc/{CHAIN}", headers=auth, json=send)).json()["result"]
+    auth, op, op_hash = await send_funded_op(client, services, harness)
     intake = OpIntakeStore(services.store.engine)
     poll = rpc("eth_getUserOperationReceipt", op_hash)
     status = rpc("entryway_getUserOperationStatus", op_hash)
