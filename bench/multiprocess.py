@@ -169,6 +169,7 @@ async def standalone_bundling(args: argparse.Namespace) -> dict[str, Any]:
         "trust_factory": False,
         "open_loop": "",
         "node_latency_ms": 0,
+        "faults": False,
     }
     return await bundler.run(argparse.Namespace(**{**vars(args), **extra}))
 

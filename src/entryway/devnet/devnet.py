@@ -172,6 +172,12 @@ class Devnet:
         self._supervisors.append(asyncio.create_task(supervise(node, after_restart)))
         return chain
 
+    def node_url(self, chain_id: int) -> str:
+        """The URL of the chain's anvil itself, behind its fee layer where it has one: for a
+        client that needs none of the layer's fee answers (a benchmark's bundler, whose
+        node calls should cost nothing in the process that runs the devnet)."""
+        return self._nodes[self.chain_ids.index(chain_id)].rpc_url
+
     def _record_path(self, chain_id: int) -> Path:
         return _record_path(self.dir, chain_id)
 
