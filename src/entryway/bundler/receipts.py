@@ -173,12 +173,7 @@ class ReceiptReader:
         """Whether a read of the bundle `tx_hash` found it not mined in the last
         BUNDLE_READ_REUSE_S."""
         kept = self._bundle_reads.get(tx_hash)
-        return (
-            kept is not None
-            and kept.reusable()
-            and kept.answer is not None
-            and (kept.answer[1] is None)
-        )
+        return kept is not None and kept.read.done() and kept.reusable()
 
     async def _bundle_read(self, tx_hash: str) -> tuple[int, dict[str, Any] | None]:
         """(head, the bundle's transaction receipt), in one batch; polls arriving while it

@@ -275,9 +275,18 @@ class Validator:
         try:
             return await self._validate(op, now, block, trace, op_hash, check)
         except BundlerError as exc:
-            if exc.code not in _REFUSALS or self.simulator.block == PENDING_BLOCK:
+            if not self._may_pass_on_pending(exc):
                 raise
         return await self.on_pending()._validate(op, now, block, trace, op_hash, check)
+
+    def _may_pass_on_pending(self, refusal: BaseException | ValidationOutcome) -> bool:
+        """Whether an op refused so on the latest block is worth simulating again on the
+        pending one (a refusal by the EntryPoint, and this validator not already there)."""
+        return (
+            isinstance(refusal, BundlerError)
+            and refusal.code in _REFUSALS
+            and self.simulator.block != PENDING_BLOCK
+        )
 
     def on_pending(self) -> Validator:
         """The same validator, simulating on the pending block."""
@@ -474,16 +483,15 @@ class Validator:
     ) -> None:
         """The ops the EntryPoint refused on the latest block, checked again on the pending
         one (in place): an op may rely on a transaction that the bundle will land after."""
-        again = [
-            i
-            for i, result in enumerate(checked)
-            if isinstance(result, BundlerError) and result.code in _REFUSALS
-        ]
-        if not again or self.simulator.block == PENDING_BLOCK:
+        again = [i for i, result in enumerate(checked) if self._may_pass_on_pending(result)]
+        if not again:
             return
         pending = self.on_pending()
         results = await asyncio.gather(
-            *(pending._validate(ops[i], now, block, False, None, True) for i in again),
+            *(
+                pending._validate(ops[i], now, block, trace=False, op_hash=None, check=True)
+                for i in again
+            ),
             return_exceptions=True,
         )
         for i, result in zip(again, results, strict=True):
