@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+import socket
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -219,3 +220,55 @@ async def test_a_heavy_calls_two_windows_are_counted_in_turn_in_one_round_trip(
     sent = Sent(monkeypatch)
     commands = await sent.during(lambda: shared.hit_with_heavy(PlanName.FREE, other))
     assert commands == (["EVALSHA"], 1)
+
+
+async def test_decisions_asked_together_share_a_round_trip_each_taken_whole(
+    shared: RateLimiter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Twenty requests at once, heavy calls among them, on FREE's 10 a day (2 heavy): one
+    decision each, in arrival order, as if alone, in two round trips (the first, sent at
+    once; the others, all together after it)."""
+    pid = project()
+    await shared.hit(PlanName.FREE, project())  # connects, and loads the script if Redis lacks it
+    sent = Sent(monkeypatch)
+
+    async def asked(n: int) -> tuple[Decision, Decision | None] | Decision:
+        if n in (3, 4, 5):
+            return await shared.hit_with_heavy(PlanName.FREE, pid)
+        return await shared.hit(PlanName.FREE, pid, cost=2 if n == 7 else 1)
+
+    async def all_at_once() -> list[Any]:
+        return list(await asyncio.gather(*(asked(n) for n in range(20))))
+
+    sent.commands, sent.writes = [], 0
+    answers = await all_at_once()
+    assert (sent.commands, sent.writes) == (["EVALSHA", "EVALSHA"], 2)
+    firsts = [a[0] if isinstance(a, tuple) else a for a in answers]
+    # Counted in arrival order, each whole: 0-2 take 3, 3-5 one each (the third heavy is
+    # refused but its request counted), 6 one, 7 two, 8 one: 10, then nothing fits.
+    assert [seen(d) for d in firsts[:9]] == [
+        (True, 9), (True, 8), (True, 7), (True, 6), (True, 5), (True, 4), (True, 3),
+        (True, 1), (True, 0),
+    ]  # fmt: skip
+    assert all(seen(d) == (False, 0) for d in firsts[9:])
+    heavies = [a[1] for a in answers[3:6] if isinstance(a, tuple)]
+    assert [None if h is None else seen(h) for h in heavies] == [(True, 1), (True, 0), (False, 0)]
+
+
+async def test_redis_failing_fails_every_decision_waiting_on_it() -> None:
+    """Requests that share a round trip to a Redis that is gone each get the error, as they
+    would alone: none waits forever, none is granted."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # nothing listens on it once the probe is closed
+    limiter = RateLimiter(LIMITS, f"redis://127.0.0.1:{port}/0")
+    try:
+        outcomes = await asyncio.wait_for(
+            asyncio.gather(
+                *(limiter.hit(PlanName.FREE, project()) for _ in range(5)), return_exceptions=True
+            ),
+            10,
+        )
+    finally:
+        await limiter.aclose()
+    assert all(isinstance(o, redis.ConnectionError) for o in outcomes), outcomes
