@@ -16,8 +16,9 @@ every replica answers alike whichever one took the op.
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -55,6 +56,10 @@ BLOCK_LEFT_THE_CHAIN = "its block left the chain"  # the reason a bundler's memp
 
 # Set only while a `before_mempool` hook of an intake admission runs (same task).
 admitting: ContextVar[IntakeAdmission | None] = ContextVar("intake_admitting", default=None)
+# Within one answer (`IntakeBundler.one_answer`): the op states read so far, by (chain, hash).
+_answering: ContextVar[dict[tuple[int, str], Any] | None] = ContextVar(
+    "intake_answering", default=None
+)
 
 
 class IntakeStateView(Protocol):
@@ -161,6 +166,29 @@ class IntakeBundler(Bundler):
             validated_block=entry.received_block,
         )
 
+    @contextlib.contextmanager
+    def one_answer(self) -> Iterator[None]:
+        """A receipt or status poll asks each of the chain's EntryPoints' bundlers in turn,
+        and each whether the op is open, then for its receipt: all of them share one read of
+        the op's intake state (one intake store serves the chain)."""
+        token = _answering.set({})
+        try:
+            yield
+        finally:
+            _answering.reset(token)
+
+    async def _state(self, op_hash: bytes) -> IntakeStateView | None:
+        """The op's intake state, read once per answer (`one_answer`)."""
+        key = (self.config.chain_id, to_hex(op_hash))
+        read = _answering.get()
+        if read is not None and key in read:
+            state: IntakeStateView | None = read[key]
+            return state
+        state = await self.intake.state(*key)
+        if read is not None:
+            read[key] = state
+        return state
+
     async def pending_op(self, op_hash: bytes) -> UserOperation | None:
         row = await self.intake.get(self.config.chain_id, to_hex(op_hash))
         if row is None or row.status not in (OpStatus.PENDING, OpStatus.SUBMITTED):
@@ -194,7 +222,7 @@ class IntakeBundler(Bundler):
     async def receipt(self, op_hash: bytes, *, l1_fee: bool = True) -> dict[str, Any] | None:
         """The op's receipt, read off the bundle its intake row names, if any."""
         l1_fees = self.l1_fees if l1_fee else None
-        row = await self.intake.state(self.config.chain_id, to_hex(op_hash))
+        row = await self._state(op_hash)
         if row is not None and not self._ours(row):
             return None
         if row is None or not row.tx_hash or row.status not in _SENT:
@@ -206,7 +234,7 @@ class IntakeBundler(Bundler):
     async def _open_row(self, op_hash: bytes) -> IntakeStateView | None:
         """The op's state while it is open and younger than TRUST_OPEN; an older open row (its
         leader gone, perhaps) is checked on the chain instead."""
-        row = await self.intake.state(self.config.chain_id, to_hex(op_hash))
+        row = await self._state(op_hash)
         if row is None or row.status not in (OpStatus.PENDING, OpStatus.SUBMITTED):
             return None
         return row if _recent(row) else None

@@ -203,10 +203,11 @@ class BundlerRpc:
 
     async def get_user_operation_by_hash(self, params: list[Any]) -> dict[str, Any] | None:
         op_hash = _hash_param(params)
-        for rpc in self._by_knowledge(op_hash):
-            found = await rpc.user_operation(op_hash)
-            if found is not None:
-                return found
+        with self.bundler.one_answer():
+            for rpc in self._by_knowledge(op_hash):
+                found = await rpc.user_operation(op_hash)
+                if found is not None:
+                    return found
         return None
 
     async def user_operation(self, op_hash: bytes) -> dict[str, Any] | None:
@@ -223,12 +224,13 @@ class BundlerRpc:
 
     async def get_user_operation_receipt(self, params: list[Any]) -> dict[str, Any] | None:
         op_hash = _hash_param(params)
-        for rpc in self._by_knowledge(op_hash):
-            if await rpc.bundler.unmined(op_hash):
-                return None  # by the account of whoever bundles it: no node call
-            found = await rpc.bundler.receipt(op_hash)
-            if found is not None:
-                return found
+        with self.bundler.one_answer():
+            for rpc in self._by_knowledge(op_hash):
+                if await rpc.bundler.unmined(op_hash):
+                    return None  # by the account of whoever bundles it: no node call
+                found = await rpc.bundler.receipt(op_hash)
+                if found is not None:
+                    return found
         return None
 
     def _by_knowledge(self, op_hash: bytes) -> list[BundlerRpc]:
@@ -239,12 +241,13 @@ class BundlerRpc:
         return rpcs if owner is None else [owner]
 
     async def receipt(self, op_hash: bytes) -> dict[str, Any] | None:
-        if await self.bundler.unmined(op_hash):
-            # Not mined yet, by our own account (the bundle's follower marks it the moment its
-            # receipt appears) or the intake's: answer without asking the node, which clients
-            # poll hard.
-            return None
-        return await self.bundler.receipt(op_hash)
+        with self.bundler.one_answer():
+            if await self.bundler.unmined(op_hash):
+                # Not mined yet, by our own account (the bundle's follower marks it the moment
+                # its receipt appears) or the intake's: answer without asking the node, which
+                # clients poll hard.
+                return None
+            return await self.bundler.receipt(op_hash)
 
     async def gas_price(self, params: list[Any]) -> dict[str, dict[str, str]]:
         """{"slow"|"standard"|"fast": {"maxFeePerGas", "maxPriorityFeePerGas"}}, hex: fees
@@ -261,10 +264,11 @@ class BundlerRpc:
         """The op's status, from whichever EntryPoint's bundler knows it."""
         op_hash = _hash_param(params)
         status: dict[str, Any] = {"status": OpStatus.NOT_FOUND.value}
-        for rpc in self._by_knowledge(op_hash):
-            status = await rpc.status(op_hash)
-            if status["status"] != OpStatus.NOT_FOUND.value:
-                break
+        with self.bundler.one_answer():
+            for rpc in self._by_knowledge(op_hash):
+                status = await rpc.status(op_hash)
+                if status["status"] != OpStatus.NOT_FOUND.value:
+                    break
         return status
 
     async def status(self, op_hash: bytes) -> dict[str, Any]:

@@ -411,6 +411,11 @@ class Bundler:
 
     # ------------------------------------------------------------------ queries
 
+    def one_answer(self) -> contextlib.AbstractContextManager[None]:
+        """Around one answer about an op that asks this bundler (and its chain's others)
+        several questions: what they read of the op is read once (`IntakeBundler`)."""
+        return contextlib.nullcontext()
+
     async def unmined(self, op_hash: bytes) -> bool:
         """Whether the op is known not to be mined yet (pending or submitted by our own
         account): a receipt poll for it then needs no node call."""

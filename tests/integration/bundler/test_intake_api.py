@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy import func, select
 
 from entryway.bundler import receipts as receipts_module
-from entryway.bundler.intake import IntakeBundler
+from entryway.bundler.intake import IntakeBundler, IntakeStateView
 from entryway.bundler.rpc_types import user_operation_json
 from entryway.bundler.standalone import StandaloneSettings, build_bundler
 from entryway.bundler.states import OpStatus
@@ -247,3 +247,29 @@ async def test_a_receipt_is_read_off_the_bundle_the_leader_said_it_sent(
     answer = await client.post(f"/rpc/{CHAIN}", headers=auth, json=status)
     assert answer.json()["result"]["status"] == "included"
     assert "eth_getLogs" not in asked
+
+
+async def test_a_poll_reads_the_ops_intake_state_once(
+    intake_service: Client, harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A receipt poll asks whether the op is open, then for the receipt of the bundle its row
+    names; a status poll asks the same: each reads the op's intake state once."""
+    client, services, bundler = intake_service
+    auth, _op, op_hash = await send_funded_op(client, services, harness)
+    read: list[str] = []
+    state = bundler.intake.state
+
+    async def counted(chain_id: int, user_op_hash: str) -> IntakeStateView | None:
+        read.append(user_op_hash)
+        return await state(chain_id, user_op_hash)
+
+    monkeypatch.setattr(bundler.intake, "state", counted)
+    monkeypatch.setattr(receipts_module, "BUNDLE_READ_REUSE_S", 0.0)  # each poll reads it
+    unmined_bundle = "0x" + "cd" * 32  # sent, not mined
+    intake = OpIntakeStore(services.store.engine)
+    assert await intake.mark(CHAIN, op_hash, OpStatus.SUBMITTED, tx_hash=unmined_bundle)
+    for method in ("eth_getUserOperationReceipt", "entryway_getUserOperationStatus"):
+        read.clear()
+        answer = await client.post(f"/rpc/{CHAIN}", headers=auth, json=rpc(method, op_hash))
+        assert "error" not in answer.json(), answer.json()
+        assert read == [op_hash], method
