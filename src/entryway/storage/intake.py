@@ -16,17 +16,18 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from sqlalchemy import Insert, RowMapping, bindparam, or_, select, update
+from sqlalchemy import BigInteger, Insert, RowMapping, any_, bindparam, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from entryway.bundler.states import OpStatus
 from entryway.bundler.submission import Attempt
 from entryway.domain.userop import UserOperation
 from entryway.domain.userop_json import op_from_json, op_to_json
+from entryway.storage import driver
 from entryway.storage.ledger_group import GroupCommit
 from entryway.storage.schema import op_intake
-from entryway.storage.sql_lists import one_of
 from entryway.storage.tasks import as_utc
 
 OPEN = (OpStatus.PENDING.value, OpStatus.SUBMITTED.value)  # the leader still owes an outcome
@@ -220,6 +221,22 @@ class IntakeState:
 
 
 StateKey = tuple[int, str]  # (chain id, 0x-prefixed lower-case hash)
+_STATE_COLUMNS = (
+    op_intake.c.chain_id,
+    op_intake.c.user_op_hash,
+    op_intake.c.state,
+    op_intake.c.reason,
+    op_intake.c.tx_hash,
+    op_intake.c.received_at,
+    op_intake.c.entry_point,
+)
+_STATES = driver.DriverStatement.of(
+    select(*_STATE_COLUMNS).where(
+        op_intake.c.chain_id == any_(bindparam("chains", type_=ARRAY(BigInteger))),
+        op_intake.c.user_op_hash
+        == any_(bindparam("hashes", type_=ARRAY(op_intake.c.user_op_hash.type))),
+    )
+)
 
 
 class OpIntakeStore:
@@ -239,19 +256,21 @@ class OpIntakeStore:
         return (await self._read_states([key]))[0]
 
     async def _read_states(self, keys: list[StateKey]) -> list[IntakeState | None]:
-        c = op_intake.c
-        dialect = self.engine.dialect.name
-        query = select(
-            c.chain_id, c.user_op_hash, c.state, c.reason, c.tx_hash, c.received_at, c.entry_point
-        ).where(
-            one_of(dialect, c.chain_id, sorted({chain for chain, _ in keys})),
-            one_of(dialect, c.user_op_hash, sorted({op_hash for _, op_hash in keys})),
-        )
-        # One statement, no transaction around it: on PostgreSQL that spares the BEGIN and the
-        # ROLLBACK round trips a plain connection adds to every poll's read.
-        async with self.engine.connect() as connection:
-            db = await connection.execution_options(isolation_level="AUTOCOMMIT")
-            rows = (await db.execute(query)).mappings().all()
+        chains = sorted({chain for chain, _ in keys})
+        hashes = sorted({op_hash for _, op_hash in keys})
+        rows: Sequence[Any]  # asyncpg's records, or SQLAlchemy's mappings: read by name
+        if self.engine.dialect.name == "postgresql":
+            # Every poll's read: by the driver itself (`storage.driver`), one statement and no
+            # transaction around it (no BEGIN and ROLLBACK round trips either).
+            rows = await driver.fetch(self.engine, _STATES, {"chains": chains, "hashes": hashes})
+        else:
+            c = op_intake.c
+            query = select(*_STATE_COLUMNS).where(
+                c.chain_id.in_(chains), c.user_op_hash.in_(hashes)
+            )
+            async with self.engine.connect() as connection:
+                db = await connection.execution_options(isolation_level="AUTOCOMMIT")
+                rows = (await db.execute(query)).mappings().all()
         found = {
             (int(r["chain_id"]), str(r["user_op_hash"])): IntakeState(
                 chain_id=int(r["chain_id"]),
