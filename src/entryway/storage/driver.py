@@ -58,23 +58,30 @@ async def fetch(
 ) -> Sequence[Record]:
     """The rows of `statement`, run on its own (no transaction around it)."""
     async with engine.connect() as connection:
-        pooled = await connection.get_raw_connection()
-        driver: Any = pooled.driver_connection
-        try:
-            rows: Sequence[Record] = await driver.fetch(statement.sql, *statement.arguments(params))
-        except pg.IntegrityConstraintViolationError as exc:
-            raise IntegrityError(statement.sql, None, exc) from exc
-        except pg.PostgresError as exc:
-            if not isinstance(exc, pg.PostgresConnectionError) and not database_unavailable(exc):
-                raise  # the server refused the statement: the connection is sound
-            await _discard(connection)
+        return await fetch_on(connection, statement, params)
+
+
+async def fetch_on(
+    connection: AsyncConnection, statement: DriverStatement, params: Mapping[str, Any]
+) -> Sequence[Record]:
+    """The rows of `statement`, run on `connection` (in its transaction, if it began one)."""
+    pooled = await connection.get_raw_connection()
+    driver: Any = pooled.driver_connection
+    try:
+        rows: Sequence[Record] = await driver.fetch(statement.sql, *statement.arguments(params))
+    except pg.IntegrityConstraintViolationError as exc:
+        raise IntegrityError(statement.sql, None, exc) from exc
+    except pg.PostgresError as exc:
+        if not isinstance(exc, pg.PostgresConnectionError) and not database_unavailable(exc):
+            raise  # the server refused the statement: the connection is sound
+        await _discard(connection)
+        raise DBAPIError(statement.sql, None, exc, connection_invalidated=True) from exc
+    except BaseException as exc:  # lost, closed, or left mid-statement: never reused
+        await _discard(connection)
+        if isinstance(exc, Exception):
             raise DBAPIError(statement.sql, None, exc, connection_invalidated=True) from exc
-        except BaseException as exc:  # lost, closed, or left mid-statement: never reused
-            await _discard(connection)
-            if isinstance(exc, Exception):
-                raise DBAPIError(statement.sql, None, exc, connection_invalidated=True) from exc
-            raise
-        return rows
+        raise
+    return rows
 
 
 async def _discard(connection: AsyncConnection) -> None:

@@ -132,7 +132,9 @@ async def write_unlocked(
         for project_id in sorted(by_project):
             plans.append(await _plan(db, project_id, by_project[project_id], seen))
         try:
-            written = await write_at_once(db, [p for p, _ in plans], _intake_rows(group))
+            written = await write_at_once(
+                db, [p for p, _ in plans], _intake_rows(group), by_driver=True
+            )
         except IntegrityError:  # a key charged before: the caller's keyed attempt finds it
             for plan, _ in plans:
                 seen.forget(plan.project_id)

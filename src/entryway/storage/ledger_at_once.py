@@ -32,6 +32,7 @@ from sqlalchemy import Column, Table, TextClause, text
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from entryway.storage import driver
 from entryway.storage.intake import REVIVED_FROM_NEW, REVIVED_RESET, REVIVED_WHEN
 from entryway.storage.ledger_charges import ChargePlan
 from entryway.storage.schema import credit_lots, op_intake, projects, usage_draws, usage_events
@@ -49,10 +50,16 @@ INTAKE_COLUMNS = (
 
 
 async def write_at_once(
-    db: AsyncConnection, plans: Sequence[ChargePlan], intake_rows: Sequence[Mapping[str, Any]]
+    db: AsyncConnection,
+    plans: Sequence[ChargePlan],
+    intake_rows: Sequence[Mapping[str, Any]],
+    *,
+    by_driver: bool = False,
 ) -> bool:
     """Write `plans` and `intake_rows` (unique, in key order) on `db`'s transaction, if every
-    lot drawn on holds what the plans draw from it; whether they were written."""
+    lot drawn on holds what the plans draw from it; whether they were written. `by_driver`:
+    run by asyncpg itself (`storage.driver`), for a statement that is its own transaction
+    (every accepted op's, `ledger_accepted.write_unlocked`)."""
     events = [e for plan in plans for e in plan.events]
     draws = [d for plan in plans for d in plan.draws]
     lot_deltas: dict[str, int] = {}
@@ -74,6 +81,9 @@ async def write_at_once(
         **{f"revived_{name}": value for name, value in REVIVED_RESET.items() if value is not None},
         "revived_when": REVIVED_WHEN,
     }
+    if by_driver:
+        (row,) = await driver.fetch_on(db, _BY_DRIVER, params)
+        return bool(row[0])
     return bool(await db.scalar(_STATEMENT, params))
 
 
@@ -142,3 +152,4 @@ def _statement() -> TextClause:
 
 
 _STATEMENT = _statement()
+_BY_DRIVER = driver.DriverStatement.of(_STATEMENT)

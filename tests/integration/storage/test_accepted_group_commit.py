@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from sqlalchemy import Connection, event, func, select, update
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from entryway.bundler.leader import Outcome
 from entryway.bundler.states import OpStatus
@@ -19,6 +19,7 @@ from entryway.domain.credits import CreditLot, LotKind
 from entryway.domain.pricebook import default_price_book
 from entryway.paymaster.ports import AcceptedOp, IntakeEntry
 from entryway.paymaster.relay_accounting import op_usage_key
+from entryway.storage import driver
 from entryway.storage import ledger as ledger_module
 from entryway.storage import ledger_charges as charges
 from entryway.storage.intake import OpIntakeStore
@@ -217,6 +218,7 @@ async def test_a_duplicate_found_by_the_statement_without_the_lock_is_written_wi
 
 async def test_an_accepted_op_is_written_in_as_few_statements_as_the_database_allows(
     engine: AsyncEngine,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Each statement of the accept's transaction is a round trip the client waits for.
     PostgreSQL reads the project and its lots in one, without a lock or a transaction (no
@@ -234,6 +236,7 @@ async def test_an_accepted_op_is_written_in_as_few_statements_as_the_database_al
         own_transaction.append(getattr(dbapi, "isolation_level", None) == "autocommit")
 
     event.listen(engine.sync_engine, "before_cursor_execute", count)
+    by_driver(monkeypatch, sent, own_transaction)
     try:
         await store.ledger.record_accepted_ops([accepted_op(pid, 1)])
     finally:
@@ -453,9 +456,25 @@ def _statements(engine: AsyncEngine) -> tuple[list[str], Any]:
     return sent, count
 
 
+def by_driver(
+    monkeypatch: pytest.MonkeyPatch, sent: list[str], own_transaction: list[bool] | None = None
+) -> None:
+    """Count the statements run by the driver itself (`storage.driver`) with SQLAlchemy's."""
+    fetch_on = driver.fetch_on
+
+    async def counted(connection: AsyncConnection, statement: Any, params: Any) -> Any:
+        sent.append(statement.sql.split()[0].upper())
+        if own_transaction is not None:
+            raw = (await connection.get_raw_connection()).driver_connection
+            own_transaction.append(not raw.is_in_transaction())
+        return await fetch_on(connection, statement, params)
+
+    monkeypatch.setattr(driver, "fetch_on", counted)
+
+
 @pytest.mark.parametrize("engine", ["postgresql"], indirect=True)
 async def test_the_next_group_within_a_moment_is_planned_from_the_lots_its_process_saw(
-    engine: AsyncEngine,
+    engine: AsyncEngine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A group right after another of the same project (PostgreSQL) spares the read of the
     lots: it plans from the lots as the first left them, in one statement; once the moment
@@ -466,6 +485,7 @@ async def test_the_next_group_within_a_moment_is_planned_from_the_lots_its_proce
     ledger = store.ledger
     sent, count = _statements(engine)
     event.listen(engine.sync_engine, "before_cursor_execute", count)
+    by_driver(monkeypatch, sent)
     try:
         first = await ledger.record_accepted_ops([accepted_op(pid, 1)])
         second = await ledger.record_accepted_ops([accepted_op(pid, 2), accepted_op(pid, 3)])
