@@ -5,59 +5,50 @@ IntegrityError, as callers of the engine expect."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
 from sqlalchemy import Integer, bindparam, select, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from entryway.storage import driver
-from entryway.storage import engine as engines
 from entryway.storage.outage import database_unavailable
-from tests.integration.postgres import fresh_database
 from tests.integration.storage.test_idle_ping import backend, terminate
 
 PID = driver.DriverStatement.of(select(text("pg_backend_pid() AS pid")))
+pytestmark = pytest.mark.parametrize("engine", ["postgresql"], indirect=True)  # asyncpg's
 
 
-@pytest.fixture
-async def pg() -> AsyncIterator[AsyncEngine]:
-    async with fresh_database("statements run by the driver") as (url, _):
-        eng = engines.make_engine(url)
-        yield eng
-        await eng.dispose()
-
-
-async def test_a_statement_is_compiled_once_with_its_parameters_by_name(pg: AsyncEngine) -> None:
+async def test_a_statement_is_compiled_once_with_its_parameters_by_name(
+    engine: AsyncEngine,
+) -> None:
     """Parameters are given by name at each run; a literal of the statement goes along."""
     doubled = driver.DriverStatement.of(select((bindparam("n", type_=Integer) * 2).label("twice")))
     assert doubled.names[0] == "n" and len(doubled.names) == 2  # n, and the literal 2
-    assert [r["twice"] for r in await driver.fetch(pg, doubled, {"n": 21})] == [42]
-    assert [r["twice"] for r in await driver.fetch(pg, doubled, {"n": 5})] == [10]
+    assert [r["twice"] for r in await driver.fetch(engine, doubled, {"n": 21})] == [42]
+    assert [r["twice"] for r in await driver.fetch(engine, doubled, {"n": 5})] == [10]
 
 
 async def test_a_connection_dropped_by_the_server_fails_as_an_outage_and_is_replaced(
-    pg: AsyncEngine,
+    engine: AsyncEngine,
 ) -> None:
-    (row,) = await driver.fetch(pg, PID, {})
-    assert row["pid"] == await backend(pg)  # a connection of the engine's own pool
+    (row,) = await driver.fetch(engine, PID, {})
+    assert row["pid"] == await backend(engine)  # a connection of the engine's own pool
     await terminate(row["pid"])
     with pytest.raises(Exception) as caught:  # whichever the driver raises
-        await driver.fetch(pg, PID, {})
+        await driver.fetch(engine, PID, {})
     assert database_unavailable(caught.value), repr(caught.value)
-    (again,) = await driver.fetch(pg, PID, {})
+    (again,) = await driver.fetch(engine, PID, {})
     assert again["pid"] != row["pid"]
 
 
-async def test_a_refused_constraint_is_sqlalchemys_integrity_error(pg: AsyncEngine) -> None:
-    async with pg.begin() as db:
+async def test_a_refused_constraint_is_sqlalchemys_integrity_error(engine: AsyncEngine) -> None:
+    async with engine.begin() as db:
         await db.execute(text("CREATE TABLE once (k INTEGER PRIMARY KEY)"))
     insert = driver.DriverStatement.of(
         text("INSERT INTO once (k) VALUES (:k) RETURNING k").bindparams(
             bindparam("k", type_=Integer)
         )
     )
-    assert [r["k"] for r in await driver.fetch(pg, insert, {"k": 1})] == [1]
+    assert [r["k"] for r in await driver.fetch(engine, insert, {"k": 1})] == [1]
     with pytest.raises(IntegrityError):
-        await driver.fetch(pg, insert, {"k": 1})
+        await driver.fetch(engine, insert, {"k": 1})
