@@ -109,6 +109,10 @@ class Rig:
 async def rig(
     tmp_path: Path, devnet: Devnet, eth: EthClient, bundler_rpc: BundlerRpc
 ) -> AsyncIterator[Rig]:
+    # A fresh block first: the paymaster's signatures run from the latest block's time, and
+    # earlier tests sharing this devnet may have moved its clock days ahead of this host's,
+    # then left it idle (it mines on transactions only) for longer than VALIDITY_S.
+    await eth.rpc.request("evm_mine", [])
     engine = make_engine(sqlite_url(tmp_path))
     await migrate(engine)
     services = Services()
