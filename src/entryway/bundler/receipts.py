@@ -36,7 +36,7 @@ from entryway.bundler.op_codec import codec_for
 from entryway.chain.finality import Finality
 from entryway.chain.rpc import EthClient
 from entryway.domain.eip7702 import delegate_of
-from entryway.domain.evm import checksum, hex_to_bytes, to_hex
+from entryway.domain.evm import hex_to_bytes, to_hex
 from entryway.domain.userop import user_op_hash
 
 EP = contracts.load("EntryPoint").abi
@@ -157,14 +157,14 @@ class ReceiptReader:
         head, tx = await self._bundle_read(tx_hash)
         if tx is None and not search_logs:
             return None
-        ep = checksum(self.entry_point)
+        ep = self.entry_point.lower()  # compared as text: no hash per log of the bundle
         for log in tx["logs"] if tx is not None else ():
             topics = log["topics"]
             if (
                 len(topics) > 1
                 and hex_to_bytes(topics[0]) == USER_OP_EVENT
                 and hex_to_bytes(topics[1]) == op_hash
-                and checksum(log["address"]) == ep
+                and log["address"].lower() == ep
             ):
                 return await self._receipt(log, tx, head, l1_fees)
         return await self.receipt(op_hash, l1_fees)
@@ -287,12 +287,12 @@ def _logs_of_op(
     end = int(event_index, 16)
     start = -1
     reason = "0x"
-    ep = checksum(entry_point)
+    ep = entry_point.lower()
     for log in logs:
         index = int(log["logIndex"], 16)
         if index >= end:
             break
-        if checksum(log["address"]) == ep and log["topics"]:
+        if log["address"].lower() == ep and log["topics"]:
             topic = hex_to_bytes(log["topics"][0])
             if topic in (USER_OP_EVENT, BEFORE_EXECUTION_EVENT):
                 start = index
