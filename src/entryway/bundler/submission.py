@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -228,21 +229,30 @@ class TransactionManager:
             )
 
     async def wait(
-        self, tx: PendingTransaction, *, within_s: float = 120.0, poll_s: float = 0.1
+        self, tx: PendingTransaction, *, warn_after_s: float = 120.0, poll_s: float = 0.1
     ) -> TxReceipt:
-        deadline = time.monotonic() + within_s
+        """The receipt once the bundle is mined; TransactionDroppedError once its nonce went
+        to another transaction. There is no other end: while its nonce is open the key holds
+        it (a key that gave up would leave the bundle in the node's pool, and the key busy
+        for good), so a node that fails, or a bundle that stays unmined, is followed on,
+        replaced as the stuck policy says, and said once at warning after `warn_after_s`."""
+        warn_at = time.monotonic() + warn_after_s
         while True:
             try:
                 receipt = await self.poll(tx)
             except (RpcError, RpcTransportError) as exc:
                 # The node failing for a while (its client logs an outage once): the bundle
-                # is followed until the deadline all the same.
+                # is followed all the same.
                 log.debug("following bundle %s: %s", tx.latest.tx_hash, exc)
                 receipt = None
             if receipt is not None:
                 return receipt
-            if time.monotonic() > deadline:
-                raise TransactionDroppedError(
-                    f"bundle {tx.latest.tx_hash} not mined within {within_s}s"
+            if time.monotonic() > warn_at:
+                warn_at = math.inf
+                log.warning(
+                    "bundle %s of %s not mined after %.0f s; still following it",
+                    tx.latest.tx_hash,
+                    self.address,
+                    warn_after_s,
                 )
             await asyncio.sleep(poll_s)

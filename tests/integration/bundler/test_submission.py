@@ -1,10 +1,12 @@
 """The executor's transaction manager on a real anvil: a stuck bundle transaction is replaced
 with higher fees and the replacement is what gets mined; one the node lost is sent again a
 block later; a nonce taken by another transaction is reported as dropped; a key that cannot
-pay rests, and its refused replacement is tried again once it can."""
+pay rests, and its refused replacement is tried again once it can; a bundle is followed
+through a node outage, however long."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
@@ -18,6 +20,7 @@ from entryway.bundler.submission import (
 )
 from entryway.chain.rpc import EthClient, JsonRpcClient
 from entryway.chain.transactor import Transactor
+from entryway.chain.transport import RpcTransportError
 from entryway.devnet.anvil import AnvilConfig, AnvilProcess
 from tests.integration.harness import ETHER, Harness
 
@@ -131,3 +134,34 @@ async def test_an_executor_that_cannot_pay_rests_and_its_replacement_waits(
     await eth.rpc.request("evm_mine", [])
     receipt = await manager.poll(tx)
     assert receipt is not None and receipt.tx_hash == tx.attempts[1].tx_hash
+
+
+async def test_a_bundle_is_followed_through_a_node_outage_longer_than_the_warning(
+    manual_chain: EthClient, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A node that fails for longer than `warn_after_s` while a bundle is pending: said once
+    at warning, the bundle still followed, and the key free again once it is mined (a key
+    that gave up on its bundle would stay busy for good)."""
+    eth = manual_chain
+    manager = await funded_manager(eth, StuckPolicy(after_blocks=100, after_s=3600, quiet_s=0))
+    tx = await manager.send(Harness.new_key().address, b"", 50_000, max_fee=2 * GWEI, priority=GWEI)
+    outage = True
+    read = eth.get_receipt
+
+    async def failing(tx_hash: str) -> object:
+        if outage:
+            raise RpcTransportError()
+        return await read(tx_hash)
+
+    monkeypatch.setattr(eth, "get_receipt", failing)
+    following = asyncio.create_task(manager.wait(tx, warn_after_s=0.2, poll_s=0.02))
+    await asyncio.sleep(0.6)
+    assert not following.done()  # past the warning, still followed
+    assert not manager.idle
+    await eth.rpc.request("evm_mine", [])
+    outage = False
+    receipt = await asyncio.wait_for(following, 10)
+    assert receipt.tx_hash == tx.attempts[0].tx_hash
+    assert manager.idle
+    warned = [r for r in caplog.records if "still following" in r.getMessage()]
+    assert len(warned) == 1 and warned[0].levelname == "WARNING"
