@@ -272,3 +272,21 @@ async def test_redis_failing_fails_every_decision_waiting_on_it() -> None:
     finally:
         await limiter.aclose()
     assert all(isinstance(o, redis.ConnectionError) for o in outcomes), outcomes
+
+
+async def test_a_caller_gone_while_waiting_for_its_trip_leaves_the_others_decided(
+    shared: RateLimiter,
+) -> None:
+    """Requests waiting for the next shared round trip: one whose client went away is
+    cancelled and not counted; the others are still decided (their trip is sent by a task of
+    its own)."""
+    pid = project()
+    await shared.hit(PlanName.FREE, project())  # connects, and loads the script if Redis lacks it
+    asked = [asyncio.create_task(shared.hit(PlanName.FREE, pid)) for _ in range(4)]
+    await asyncio.sleep(0)  # the first is on its way; the others wait for the next trip
+    asked[1].cancel()
+    done = await asyncio.wait_for(asyncio.gather(*asked, return_exceptions=True), 10)
+    assert isinstance(done[1], asyncio.CancelledError)
+    decided = [d for n, d in enumerate(done) if n != 1]
+    assert all(isinstance(d, Decision) and d.allowed for d in decided), decided
+    assert sorted(d.remaining for d in decided if isinstance(d, Decision)) == [7, 8, 9]

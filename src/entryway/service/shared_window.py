@@ -166,6 +166,9 @@ class RedisWindows:
                 await self._trip_ended.wait()
             group = self._waiting[:DECISIONS_PER_TRIP]
             del self._waiting[:DECISIONS_PER_TRIP]
+            group = [(hits, decided) for hits, decided in group if not decided.done()]
+            if not group:
+                continue  # every caller went away: nothing to count
             try:
                 answers = await self._trip([hits for hits, _ in group])
             except asyncio.CancelledError:  # stopping: no caller is left waiting

@@ -28,6 +28,7 @@ from entryway.domain.userop_json import op_from_json, op_to_json
 from entryway.storage import driver
 from entryway.storage.ledger_group import GroupCommit
 from entryway.storage.schema import op_intake
+from entryway.storage.sql_lists import one_of
 from entryway.storage.tasks import as_utc
 
 OPEN = (OpStatus.PENDING.value, OpStatus.SUBMITTED.value)  # the leader still owes an outcome
@@ -264,9 +265,9 @@ class OpIntakeStore:
             # transaction around it (no BEGIN and ROLLBACK round trips either).
             rows = await driver.fetch(self.engine, _STATES, {"chains": chains, "hashes": hashes})
         else:
-            c = op_intake.c
+            dialect, c = self.engine.dialect.name, op_intake.c
             query = select(*_STATE_COLUMNS).where(
-                c.chain_id.in_(chains), c.user_op_hash.in_(hashes)
+                one_of(dialect, c.chain_id, chains), one_of(dialect, c.user_op_hash, hashes)
             )
             async with self.engine.connect() as connection:
                 db = await connection.execution_options(isolation_level="AUTOCOMMIT")

@@ -5,6 +5,8 @@ IntegrityError, as callers of the engine expect."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from sqlalchemy import Integer, bindparam, select, text
 from sqlalchemy.exc import IntegrityError
@@ -52,3 +54,20 @@ async def test_a_refused_constraint_is_sqlalchemys_integrity_error(engine: Async
     assert [r["k"] for r in await driver.fetch(engine, insert, {"k": 1})] == [1]
     with pytest.raises(IntegrityError):
         await driver.fetch(engine, insert, {"k": 1})
+
+
+async def test_a_statement_cancelled_midway_leaves_no_connection_half_used(
+    engine: AsyncEngine,
+) -> None:
+    """A caller that goes away while its statement runs (a client gone, a deadline): the
+    connection, left in the middle of the statement, is discarded, never handed to the next
+    caller."""
+    sleep = driver.DriverStatement.of(select(text("pg_sleep(5)")))
+    (row,) = await driver.fetch(engine, PID, {})
+    running = asyncio.create_task(driver.fetch(engine, sleep, {}))
+    await asyncio.sleep(0.3)
+    running.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await running
+    (again,) = await driver.fetch(engine, PID, {})  # a sound connection, at once
+    assert again["pid"] != row["pid"]
