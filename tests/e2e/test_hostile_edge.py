@@ -6,9 +6,10 @@ Throughout, another client (another address: 127.0.0.2) asks `/healthz` from a p
 its own, so that its latency is the server's, not this test's event loop's; its p99 must
 stay under 750 ms: below the 1 s a client waits to retry when the listen backlog is full, and
 far below the timeouts a blocked event loop would show, yet clear of the scheduling noise of
-a loaded CI host (2,000 connections answered 408 in the same instant took a probe 227 ms). Every hostile connection must be refused or closed within the configured
-timeouts, and the server's resident memory must stay within a bound (docs/security.md,
-"Connections", gives the figures measured here).
+a loaded CI host (2,000 connections answered 408 in the same instant took a probe 227 ms).
+Every hostile connection must be refused or closed within the configured timeouts, and the
+server's resident memory must stay within a bound (docs/security.md, "Connections", gives
+the figures measured here).
 
 The timeouts are short for the test (2 s); the limits are the defaults."""
 

@@ -114,3 +114,41 @@ def test_a_depth_under_one_is_refused() -> None:
     db = Database()
     with pytest.raises(ValueError, match="at least one group"):
         GroupCommit(db.many, db.one, depth=0)
+
+
+class InstantDatabase(Database):
+    """Writes without waiting: whatever turns of the event loop a caller waits are the group
+    commit's own."""
+
+    async def many(self, items: list[str]) -> list[str]:
+        self.transactions.append(items)
+        self.written += items
+        return [f"{item}:ok" for item in items]
+
+
+def test_a_caller_finding_nothing_under_way_writes_its_item_without_waiting_a_turn() -> None:
+    db = InstantDatabase()
+    commit = GroupCommit(db.many, db.one)
+
+    async def alone() -> None:
+        call = commit("first").__await__()
+        with pytest.raises(StopIteration) as finished:
+            call.send(None)  # runs to its end at once: no task started, no wake-up awaited
+        assert finished.value.value == "first:ok"
+
+    asyncio.run(alone())
+    assert db.written == ["first"]
+
+
+async def test_items_that_arrived_while_a_caller_wrote_are_written_though_it_went_away() -> None:
+    db = Database()
+    commit = GroupCommit(db.many, db.one)
+    first = asyncio.ensure_future(commit("first"))
+    await asyncio.sleep(0)  # the first caller's write is under way
+    waiting = [asyncio.ensure_future(commit(f"op{i}")) for i in range(3)]
+    await asyncio.sleep(0)
+    first.cancel()
+    assert await asyncio.gather(*waiting) == ["op0:ok", "op1:ok", "op2:ok"]
+    assert db.transactions == [["op0", "op1", "op2"]]  # together, after the first went away
+    with pytest.raises(asyncio.CancelledError):
+        await first

@@ -27,6 +27,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from entryway.paymaster.ports import AcceptedOp
+from entryway.storage import driver
 from entryway.storage import ledger_charges as charges
 from entryway.storage import ledger_postings as postings
 from entryway.storage.intake import in_key_order, intake_row, write_intake_rows
@@ -126,7 +127,7 @@ async def write_unlocked(
     if not may_write_unlocked(engine, group):
         return None
     by_project = _by_project(group)
-    async with engine.connect() as db:
+    async with driver.connected(engine) as db:
         await db.execution_options(isolation_level="AUTOCOMMIT")
         plans: list[tuple[charges.ChargePlan, Seen]] = []
         for project_id in sorted(by_project):

@@ -78,12 +78,18 @@ async def test_ops_accepted_together_share_transactions_and_are_each_charged_onc
     ledger = store.ledger
     groups: list[int] = []
     record_group = ledger.record_accepted_ops
+    record_alone = ledger._accepted.one
 
     async def counted(group: list[AcceptedOp]) -> object:
         groups.append(len(group))
         return await record_group(group)
 
+    async def alone(accepted: AcceptedOp) -> object:
+        groups.append(1)  # a caller that found no group under way writes its own
+        return await record_alone(accepted)
+
     monkeypatch.setattr(ledger._accepted, "many", counted)
+    monkeypatch.setattr(ledger._accepted, "one", alone)
     ops = [accepted_op(pid, n) for n in range(OPS)]
     records = await asyncio.gather(*(ledger.record_accepted_op(a) for a in ops))
     assert sum(groups) == OPS and len(groups) < OPS // 2

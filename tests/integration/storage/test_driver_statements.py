@@ -6,6 +6,7 @@ IntegrityError, as callers of the engine expect."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 from sqlalchemy import Integer, bindparam, select, text
@@ -71,3 +72,40 @@ async def test_a_statement_cancelled_midway_leaves_no_connection_half_used(
         await running
     (again,) = await driver.fetch(engine, PID, {})  # a sound connection, at once
     assert again["pid"] != row["pid"]
+
+
+async def test_a_connection_is_given_back_without_a_task_of_its_own(
+    engine: AsyncEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SQLAlchemy gives a connection back from a task of its own; in a busy event loop that
+    task costs the caller turns of the loop. Nothing to roll back: given back at once."""
+    tasks: list[object] = []
+    create_task = asyncio.create_task
+
+    def counted(coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
+        tasks.append(coro)
+        return create_task(coro, **kwargs)
+
+    before = engine.pool.checkedout()  # type: ignore[attr-defined]
+    async with driver.connected(engine) as db:
+        await driver.fetch_on(db, PID, {})
+        monkeypatch.setattr(asyncio, "create_task", counted)
+    assert tasks == []
+    async with driver.connected(engine) as db:
+        await db.execution_options(isolation_level="AUTOCOMMIT")
+        await db.execute(text("SELECT 1"))
+    assert tasks == []
+    assert engine.pool.checkedout() == before  # type: ignore[attr-defined]
+
+
+async def test_a_connection_in_a_transaction_is_rolled_back_and_given_back_guarded(
+    engine: AsyncEngine,
+) -> None:
+    async with engine.begin() as db:
+        await db.execute(text("CREATE TABLE kept (k INTEGER)"))
+    before = engine.pool.checkedout()  # type: ignore[attr-defined]
+    async with driver.connected(engine) as db:
+        await db.execute(text("INSERT INTO kept (k) VALUES (1)"))  # begins a transaction
+    assert engine.pool.checkedout() == before  # type: ignore[attr-defined]
+    async with engine.connect() as db:
+        assert (await db.execute(text("SELECT count(*) FROM kept"))).scalar() == 0
