@@ -53,6 +53,7 @@ class PendingTransaction:
     sent_block: int = 0
     sent_at: float = 0.0
     replace_at: float = 0.0  # monotonic: no replacement before (one was refused)
+    at_ceiling_said: bool = False  # the log said its fees were bumped as far as they go
 
     @property
     def latest(self) -> Attempt:
@@ -67,6 +68,10 @@ class StuckPolicy:
     # dropped, lost or stuck (those checks cost more node calls per poll); nor is one while
     # no block has been mined since it was sent.
     quiet_s: float = 1.0
+    # How many times a stuck bundle's fees are raised (15% each, compounding: 10 is about
+    # 4x the first bid's priority fee). Past that it keeps its fees: each bump is paid by the
+    # executor above what the ops pay back, and a fee spike must not drain the key.
+    max_bumps: int = 10
 
 
 class TransactionManager:
@@ -204,8 +209,12 @@ class TransactionManager:
         return True
 
     async def replace(self, tx: PendingTransaction) -> None:
-        """Re-send with both fees raised, same nonce (a stuck bundle)."""
+        """Re-send with both fees raised, same nonce (a stuck bundle); once they were raised
+        `max_bumps` times, only re-send what the node lost, at the same fees."""
         last = tx.latest
+        if len(tx.attempts) > self.stuck.max_bumps:
+            await self._at_ceiling(tx)
+            return
         block = await self.eth.get_block("latest")
         base_fee = int(block.get("baseFeePerGas", "0x0"), 16)
         priority = last.max_priority_fee_per_gas * (100 + FEE_BUMP_PERCENT) // 100 + 1
@@ -227,6 +236,28 @@ class TransactionManager:
                 self.address,
                 exc.message,
             )
+
+    async def _at_ceiling(self, tx: PendingTransaction) -> None:
+        """A bundle whose fees go no higher: followed at the fees it has (said once), and sent
+        again as it is if the node lost it."""
+        last = tx.latest
+        if not tx.at_ceiling_said:
+            tx.at_ceiling_said = True
+            log.warning(
+                "bundle %s of %s: fees raised %d times, now %d wei max and %d wei priority; "
+                "they stay there, and the bundle is followed until it is mined",
+                last.tx_hash,
+                self.address,
+                len(tx.attempts) - 1,
+                last.max_fee_per_gas,
+                last.max_priority_fee_per_gas,
+            )
+        if not await self._lost(tx):
+            return
+        try:
+            await self._broadcast(tx, last.max_fee_per_gas, last.max_priority_fee_per_gas)
+        except (ExecutorUnfundedError, RpcError):
+            tx.replace_at = time.monotonic() + REPLACE_RETRY_S  # tried again a second later
 
     async def wait(
         self, tx: PendingTransaction, *, warn_after_s: float = 120.0, poll_s: float = 0.1

@@ -2,7 +2,7 @@
 with higher fees and the replacement is what gets mined; one the node lost is sent again a
 block later; a nonce taken by another transaction is reported as dropped; a key that cannot
 pay rests, and its refused replacement is tried again once it can; a bundle is followed
-through a node outage, however long."""
+through a node outage, however long; its fees are raised a bounded number of times."""
 
 from __future__ import annotations
 
@@ -165,3 +165,28 @@ async def test_a_bundle_is_followed_through_a_node_outage_longer_than_the_warnin
     assert manager.idle
     warned = [r for r in caplog.records if "still following" in r.getMessage()]
     assert len(warned) == 1 and warned[0].levelname == "WARNING"
+
+
+async def test_a_bundles_fees_are_raised_at_most_max_bumps_times_and_a_lost_one_resent_as_is(
+    manual_chain: EthClient,
+) -> None:
+    """Each bump is paid by the executor above what the ops pay back: past `max_bumps` the
+    bundle keeps its fees, and one the node lost is sent again at them."""
+    eth = manual_chain
+    policy = StuckPolicy(after_blocks=1, after_s=3600, quiet_s=0, max_bumps=2)
+    manager = await funded_manager(eth, policy)
+    target = Harness.new_key().address
+    tx = await manager.send(target, b"\x01", 50_000, max_fee=2 * GWEI, priority=1 * GWEI)
+    for _ in range(4):  # a congested pool drops it block after block
+        await eth.rpc.request("anvil_dropAllTransactions", [])
+        await eth.rpc.request("evm_mine", [])
+        assert await manager.poll(tx) is None
+    fees = [(a.max_fee_per_gas, a.max_priority_fee_per_gas) for a in tx.attempts]
+    assert len(fees) == 5
+    assert fees[1] > fees[0] and fees[2] > fees[1]  # two bumps
+    assert fees[2] == fees[3] == fees[4]  # then sent again as it was
+    assert tx.attempts[4].tx_hash == tx.attempts[2].tx_hash  # the same transaction
+    await eth.rpc.request("evm_mine", [])
+    receipt = await manager.poll(tx)
+    assert receipt is not None and receipt.tx_hash == tx.attempts[2].tx_hash
+    assert manager.idle
