@@ -253,6 +253,9 @@ class TransactionManager:
                 last.max_priority_fee_per_gas,
             )
         if not await self._lost(tx):
+            # Looked at again a second later, not at every poll: it stays stuck, and no
+            # replacement resets when it was sent.
+            tx.replace_at = time.monotonic() + REPLACE_RETRY_S
             return
         try:
             await self._broadcast(tx, last.max_fee_per_gas, last.max_priority_fee_per_gas)

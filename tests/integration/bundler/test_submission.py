@@ -190,3 +190,41 @@ async def test_a_bundles_fees_are_raised_at_most_max_bumps_times_and_a_lost_one_
     receipt = await manager.poll(tx)
     assert receipt is not None and receipt.tx_hash == tx.attempts[2].tx_hash
     assert manager.idle
+
+
+async def test_a_bundle_at_its_fee_ceiling_the_node_still_holds_is_not_sent_again(
+    manual_chain: EthClient, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """No bump left and the node still holds it (here, behind a nonce gap: never mined): it
+    keeps its fees, is not sent again, is said once, and is looked at once a second, not at
+    every poll."""
+    eth = manual_chain
+    policy = StuckPolicy(after_blocks=1, after_s=3600, quiet_s=0, max_bumps=0)
+    manager = await funded_manager(eth, policy)
+    ahead = await manager._nonce() + 1
+
+    async def gap() -> int:
+        return ahead
+
+    monkeypatch.setattr(manager, "_nonce", gap)
+    tx = await manager.send(Harness.new_key().address, b"", 50_000, max_fee=2 * GWEI, priority=GWEI)
+    await eth.rpc.request("evm_mine", [])
+    assert await manager.poll(tx) is None
+    assert tx.replace_at > 0  # looked at again a second later
+    looked: list[str] = []
+    by_hash = manager._lost
+
+    async def counted(pending: object) -> bool:
+        looked.append("lost?")
+        return await by_hash(pending)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(manager, "_lost", counted)
+    for _ in range(3):
+        assert await manager.poll(tx) is None
+    assert looked == []  # not within the second
+    tx.replace_at = 0.0  # the second has passed
+    assert await manager.poll(tx) is None
+    assert looked == ["lost?"]
+    assert len(tx.attempts) == 1  # neither bumped nor sent again
+    said = [r for r in caplog.records if "they stay there" in r.getMessage()]
+    assert len(said) == 1 and said[0].levelname == "WARNING"
