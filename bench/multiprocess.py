@@ -17,8 +17,12 @@ with one `entryway bundler --config --chain 80002` leader holding 4 executor key
 new cluster, to one `entryway serve --config` process holding the same 4 keys (its leader
 woken by each op the API writes). In the same invocation, the standalone bundler
 (`entryway bundler --rpc-url`, bench/bundler.py's run) takes the same workload on its own
-devnet, so the columns come from the same machine and minutes. CPU per process is measured
-over the whole workload, warm-up included.
+devnet, so the columns come from the same machine and minutes. The standalone and `entryway
+api` runs go in --rounds pairs (5 by default), the standalone first in even rounds and second
+in odd ones: on a small machine one run's accept p50 can differ from the next by half, so
+both columns give each figure's median over the rounds, and the last line the accept p50's
+medians with each round's ratio. CPU per process is measured over the whole workload,
+warm-up included.
 
 API replicas: `GET /get-sdk-defaults?chainId=80002` with one API key (auth, shared rate
 limit in Redis, chain access, metering), as bench/api.py asks it, from this process over
@@ -27,9 +31,8 @@ keep-alive connections (bench/rawhttp.py), the connections spread evenly over 1,
 process is its user + system time over warm-up and run, divided by their wall time.
 
 Run: `make bench-multiprocess` (or `python -m bench.multiprocess --write-doc`);
-`--bundling-only` runs the standalone and `entryway api` columns alone (`--rounds N`: N pairs
-in turn, and the medians), `--api-only` the API replicas' part alone (both print, and write
-nothing).
+`--bundling-only` runs the standalone and `entryway api` rounds alone, `--api-only` the API
+replicas' part alone (both print, and write nothing).
 """
 
 from __future__ import annotations
@@ -260,7 +263,7 @@ def report(
         "| figure | standalone `entryway bundler` | `entryway api` (intake) + leader | "
         "`entryway serve` (one process) |",
         "|---|---|---|---|",
-        f"| ops included | {both('ops', '{}')} |",
+        f"| ops included | {both('ops', '{:.0f}')} |",
         f"| included ops/s | {both('included_ops_per_s', '{:.1f}')} |",
         f"| send-to-receipt p50 | {both('p50_s', '{:.2f} s')} |",
         f"| send-to-receipt p95 | {both('p95_s', '{:.2f} s')} |",
@@ -287,14 +290,19 @@ def report(
     return lines
 
 
-async def accept_rounds(args: argparse.Namespace, load_before: float) -> list[str]:
-    """The two columns the accept's latency is compared across, alone: --rounds pairs, the
-    standalone and `entryway api` in turn (a drift of the machine falls on both alike), and
-    the median of each figure over the rounds. Printed, never written."""
+async def paired_rounds(args: argparse.Namespace) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """--rounds pairs of runs of the bundling workload: the standalone bundler and `entryway
+    api` + leader, in turn, the standalone first in even rounds and second in odd ones (a
+    drift of the machine within a round falls on both alike). Each pair's accept figures are
+    printed as it ends."""
     pairs = []
-    for _ in range(args.rounds):
-        standalone = await standalone_bundling(args)
-        multi = await multiprocess_bundling(args)
+    for i in range(args.rounds):
+        if i % 2 == 0:
+            standalone = await standalone_bundling(args)
+            multi = await multiprocess_bundling(args)
+        else:
+            multi = await multiprocess_bundling(args)
+            standalone = await standalone_bundling(args)
         pairs.append((standalone, multi))
         print(
             f"accept p50: standalone {standalone['accept_p50_ms']:.0f} ms, intake "
@@ -304,20 +312,36 @@ async def accept_rounds(args: argparse.Namespace, load_before: float) -> list[st
             f"{cores(multi['cpu'])}",
             flush=True,
         )
+    return pairs
 
-    def median(side: int, key: str) -> float:
-        return statistics.median(pair[side][key] for pair in pairs)
 
+def medians(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each figure's median over `runs` (a dict of figures, each of its own)."""
+    out: dict[str, Any] = {}
+    for key, first in runs[0].items():
+        if isinstance(first, dict):
+            out[key] = medians([run[key] for run in runs])
+        elif isinstance(first, int | float):
+            out[key] = statistics.median(run[key] for run in runs)
+        else:
+            out[key] = first
+    return out
+
+
+def rounds_line(pairs: list[tuple[dict[str, Any], dict[str, Any]]], load_before: float) -> str:
+    """The accept's medians over the rounds, with each round's ratio."""
+    standalone = medians([s for s, _ in pairs])
+    multi = medians([m for _, m in pairs])
+    accept = standalone["accept_p50_ms"], multi["accept_p50_ms"]
     ratios = sorted(m["accept_p50_ms"] / s["accept_p50_ms"] for s, m in pairs)
-    return [
-        f"{args.rounds} rounds, medians: accept p50 standalone {median(0, 'accept_p50_ms'):.0f} "
-        f"ms, intake {median(1, 'accept_p50_ms'):.0f} ms "
-        f"({median(1, 'accept_p50_ms') / median(0, 'accept_p50_ms'):.2f}x; each round's ratio "
+    return (
+        f"{len(pairs)} rounds, medians: accept p50 standalone {accept[0]:.0f} ms, intake "
+        f"{accept[1]:.0f} ms ({accept[1] / accept[0]:.2f}x; each round's ratio "
         f"{', '.join(f'{r:.2f}' for r in ratios)}); send-to-receipt p50 "
-        f"{median(0, 'p50_s'):.2f} s / {median(1, 'p50_s'):.2f} s; included ops/s "
-        f"{median(0, 'included_ops_per_s'):.1f} / {median(1, 'included_ops_per_s'):.1f}; load "
+        f"{standalone['p50_s']:.2f} s / {multi['p50_s']:.2f} s; included ops/s "
+        f"{standalone['included_ops_per_s']:.1f} / {multi['included_ops_per_s']:.1f}; load "
         f"{load_before:.2f} -> {os.getloadavg()[0]:.2f}"
-    ]
+    )
 
 
 async def main(args: argparse.Namespace) -> list[str]:
@@ -328,12 +352,12 @@ async def main(args: argparse.Namespace) -> list[str]:
     started = datetime.now(UTC)
     if args.api_only:  # the API replicas' table alone, printed
         return [str(r) for r in await api_replicas(args)]
+    pairs = await paired_rounds(args)
+    accept = rounds_line(pairs, load_before[0])
     if args.bundling_only:
-        return await accept_rounds(args, load_before[0])
-    standalone = await standalone_bundling(args)
-    print("standalone:", standalone, flush=True)
-    multi = await multiprocess_bundling(args)
-    print("multi-process:", multi, flush=True)
+        return [accept]
+    standalone = medians([s for s, _ in pairs])
+    multi = medians([m for _, m in pairs])
     one = await one_process_bundling(args)
     print("one process:", one, flush=True)
     replicas = await api_replicas(args)
@@ -344,7 +368,7 @@ async def main(args: argparse.Namespace) -> list[str]:
         f"{args.concurrency} connections, {args.seconds:.0f} s per API run. Load average "
         f"(1 min) {load_before[0]:.2f} before, {load_after[0]:.2f} after."
     )
-    return report(standalone, multi, one, replicas, meta)
+    return [*report(standalone, multi, one, replicas, meta), "", accept]
 
 
 if __name__ == "__main__":
@@ -361,7 +385,10 @@ if __name__ == "__main__":
         help="run the standalone and `entryway api` (intake) columns alone; print, never write",
     )
     parser.add_argument(
-        "--rounds", type=int, default=1, help="with --bundling-only: pairs of runs, medians"
+        "--rounds",
+        type=int,
+        default=5,
+        help="pairs of runs of the standalone and `entryway api` columns; medians",
     )
     parser.add_argument(
         "--api-only", action="store_true", help="run the API replicas' part alone; print only"

@@ -290,3 +290,46 @@ async def test_a_caller_gone_while_waiting_for_its_trip_leaves_the_others_decide
     decided = [d for n, d in enumerate(done) if n != 1]
     assert all(isinstance(d, Decision) and d.allowed for d in decided), decided
     assert sorted(d.remaining for d in decided if isinstance(d, Decision)) == [7, 8, 9]
+
+
+async def test_a_heavy_call_runs_before_its_decision_only_while_its_project_has_room(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`reserve_room`: with Redis, after a heavy decision that left more than a tenth of both
+    windows, for ROOM_FRESH_S; each call reserved takes one off that view, so a burst soon
+    waits for its decisions again; a refusal, or the limits kept in memory, never."""
+    from entryway.service import ratelimit
+
+    limits = {**parse_limits(""), PlanName.FREE: "100/day"}
+    heavy = {**DEFAULT_HEAVY_LIMITS, PlanName.FREE: "30/day"}
+    memory = RateLimiter(limits, heavy_by_plan=heavy)
+    pid = project()
+    await memory.hit_with_heavy(PlanName.FREE, pid)
+    assert not memory.reserve_room(PlanName.FREE, pid)  # no round trip to spare
+
+    limiter = RateLimiter(limits, await redis_url(), heavy_by_plan=heavy)
+    await clear_of_day_edge()
+    try:
+        assert not limiter.reserve_room(PlanName.FREE, pid)  # nothing seen yet
+        await limiter.hit_with_heavy(PlanName.FREE, pid)  # 99 requests and 29 heavy left
+        reserved = 0
+        while limiter.reserve_room(PlanName.FREE, pid):
+            reserved += 1
+        assert reserved == 29 - 3  # down to a tenth of the heavy window (3), not below
+        await limiter.hit_with_heavy(PlanName.FREE, pid)  # a decision: the view is Redis's
+        assert limiter.reserve_room(PlanName.FREE, pid)
+
+        now = time.monotonic()
+        later = now + ratelimit.ROOM_FRESH_S + 1
+        monkeypatch.setattr(time, "monotonic", lambda: later)
+        assert not limiter.reserve_room(PlanName.FREE, pid)  # too old to go by
+        monkeypatch.undo()
+
+        other = project()
+        for _ in range(30):
+            await limiter.hit_with_heavy(PlanName.FREE, other)
+        first, refused = await limiter.hit_with_heavy(PlanName.FREE, other)
+        assert first.allowed and refused is not None and not refused.allowed
+        assert not limiter.reserve_room(PlanName.FREE, other)
+    finally:
+        await limiter.aclose()

@@ -10,6 +10,8 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from entryway.domain.apikeys import InvalidApiKeyError, KeyRole
+from entryway.service import late_limit
+from entryway.service.late_limit import HEAVY_DECISION, apply_decision
 from entryway.service.problems import Problem, invalid_api_key
 from entryway.service.ratelimit import Decision
 from entryway.service.services import Services
@@ -23,7 +25,6 @@ JSON_RPC_ROUTE = ("POST", "/rpc/{chain_id}")
 # On the request's state: set (by `json_rpc_shortcut`) when the request is one heavy JSON-RPC
 # call, so that both its windows are counted at once; then the heavy window's decision.
 HEAVY_CALL = "heavy_call"
-HEAVY_DECISION = "heavy_decision"
 # On the request's state: the JSON-RPC body as parsed once (by `json_rpc_shortcut`), so that
 # the route does not parse it again.
 RPC_PAYLOAD = "rpc_payload"
@@ -54,23 +55,13 @@ async def current_caller(
         raise Problem(403, code, "Not allowed from here", detail)
     limiter = services.platform.limiter
     if limiter is not None:
-        if getattr(request.state, HEAVY_CALL, False):
+        if not getattr(request.state, HEAVY_CALL, False):
+            apply_decision(request, caller, await limiter.hit(caller.plan, caller.project_id))
+        elif not late_limit.start(request, limiter, caller):
             # One heavy JSON-RPC call: its heavy window counted in the same round trip, for
             # the route to read (`heavy_decision`) instead of counting it again.
             decision, heavy = await limiter.hit_with_heavy(caller.plan, caller.project_id)
-            setattr(request.state, HEAVY_DECISION, heavy)
-        else:
-            decision = await limiter.hit(caller.plan, caller.project_id)
-        request.state.rate_limit_headers = decision.headers()
-        if not decision.allowed:
-            raise Problem(
-                429,
-                "rate_limited",
-                "Rate limit exceeded",
-                f"the {caller.plan.value} plan allows {decision.limit} requests per window "
-                f"per project, all its keys together; retry after {decision.reset_seconds} s",
-                headers=decision.headers(),
-            )
+            apply_decision(request, caller, decision, heavy)
     return caller
 
 

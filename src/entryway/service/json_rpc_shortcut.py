@@ -8,10 +8,11 @@ the innermost, calls the JSON-RPC route's own endpoint directly: the caller foun
 path parameter is. The body is parsed here once, for the route too (`auth.RPC_PAYLOAD`),
 and a request that is one heavy call (estimation, sending, `pm_*`) is marked before the
 caller is found, so that its two rate-limit windows are counted in one round trip
-(`auth.HEAVY_CALL`). The route stays declared as it was (the OpenAPI document,
-and any request this shortcut leaves alone: a chain id the check refuses gets the route's
-own 422). The route is taken from its own router before the app includes it: FastAPI keeps
-included routers nested, so the app's route list does not hold it.
+(`auth.HEAVY_CALL`); an `eth_sendUserOperation` may run while they are counted
+(`late_limit`), and its answer waits for their decision. The route stays declared as it was
+(the OpenAPI document, and any request this shortcut leaves alone: a chain id the check
+refuses gets the route's own 422). The route is taken from its own router before the app
+includes it: FastAPI keeps included routers nested, so the app's route list does not hold it.
 
 An exception raised on the way is answered by the app's own handler for its class (a
 `Problem`: 401, 403, 429...); one with no handler goes on to the edge, as from a route."""
@@ -27,9 +28,12 @@ from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from entryway.bundler.rpc_batch import is_heavy
+from entryway.service import late_limit
 from entryway.service.auth import HEAVY_CALL, JSON_RPC_ROUTE, RPC_PAYLOAD, current_caller
+from entryway.service.late_limit import MAY_DECIDE_LATE
 
 _PATH = re.compile(r"/rpc/([1-9][0-9]{0,15})")
+SEND = "eth_sendUserOperation"
 MAX_CHAIN_ID = 2**53  # as the route's path parameter bounds it
 
 
@@ -61,8 +65,15 @@ class JsonRpcShortcut:
                 setattr(request.state, RPC_PAYLOAD, payload)
                 if isinstance(payload, dict) and is_heavy(payload):
                     setattr(request.state, HEAVY_CALL, True)
+                    if payload.get("method") == SEND:
+                        setattr(request.state, MAY_DECIDE_LATE, True)
             who = await current_caller(request, None)
-            response = await route.endpoint(who=who, chain_id=chain_id, request=request)
+            try:
+                response = await route.endpoint(who=who, chain_id=chain_id, request=request)
+            except Exception:
+                await late_limit.settle(request)  # refused by its windows: that answer
+                raise
+            await late_limit.settle(request)
         except Exception as exc:  # answered as a route's would be, or on to the edge
             response = await _handled(scope, request, exc)
         await response(scope, receive, send)

@@ -10,7 +10,12 @@ counts as one request (`grant`).
 
 Heavy JSON-RPC calls (estimation, sending, `pm_*`: each simulates on the node or signs) also
 draw on a second, tighter window per project (`hit_heavy`). They cost the node and the CPU far
-more than a read but are not priced, so this window, not the price book, is what bounds them."""
+more than a read but are not priced, so this window, not the price book, is what bounds them.
+
+With Redis, a heavy call may run while its windows are being counted (`late_limit`): when
+the project's last heavy decision this process saw, under ROOM_FRESH_S ago, left both windows
+more than a tenth of their limit (`reserve_room`). Each such call takes one off that view until
+the next decision, so a client over its limit soon waits for its decision again."""
 
 from __future__ import annotations
 
@@ -35,6 +40,9 @@ DEFAULT_LIMITS: dict[PlanName, str] = {
     PlanName.SCALE: "1000/second",
     PlanName.ENTERPRISE: "5000/second",
 }
+ROOM_FRESH_S = 1.0  # how long a decision's view of a project's room is trusted
+ROOM_MARGIN = 10  # a call runs before its decision while more than 1/10 of a window is left
+
 # Heavy calls (rpc_batch.is_heavy), per project, on top of the limit above.
 # A fifth of the request limits: room for a wallet's estimate, stub, data and send per op.
 DEFAULT_HEAVY_LIMITS: dict[PlanName, str] = {
@@ -82,6 +90,19 @@ def _redis_hit(item: RateLimitItem, kind: str, project_id: str, cost: int) -> Hi
     return Hit(window, item.amount, item.get_expiry(), cost)
 
 
+@dataclass(slots=True)
+class _Room:
+    """A project's requests and heavy calls left, by the last heavy decision seen here."""
+
+    requests: int
+    heavy: int
+    seen_at: float  # time.monotonic()
+
+
+def _spare(left: int, limit: int) -> bool:
+    return left > max(limit // ROOM_MARGIN, 1)
+
+
 class RateLimiter:
     def __init__(
         self,
@@ -104,6 +125,7 @@ class RateLimiter:
         # Counts without Redis: this process's own.
         self._memory = MemoryStorage()
         self._in_memory = SlidingWindowCounterRateLimiter(self._memory)
+        self._room: dict[str, _Room] = {}  # by project: see `reserve_room`
 
     async def hit(self, plan: PlanName, project_id: str, cost: int = 1) -> Decision:
         """Count `cost` requests of the project, all or none: refused if they do not all fit
@@ -132,7 +154,31 @@ class RateLimiter:
             Decision(c.allowed, item.amount, c.remaining, c.reset_seconds)
             for c, item in zip(answers, items, strict=False)
         )
+        if heavy and heavy[0].allowed:
+            self._room[project_id] = _Room(first.remaining, heavy[0].remaining, time.monotonic())
+        else:
+            self._room.pop(project_id, None)
         return first, (heavy[0] if heavy else None)
+
+    def reserve_room(self, plan: PlanName, project_id: str) -> bool:
+        """Whether a heavy call of the project may run before its windows are counted
+        (`late_limit`): only with Redis (in memory the count takes no round trip), when the
+        project's last heavy decision seen here, under ROOM_FRESH_S ago, left more than a
+        tenth of both windows; the call then takes one off each."""
+        room = self._room.get(project_id)
+        if self._windows is None or room is None:
+            return False
+        if time.monotonic() - room.seen_at > ROOM_FRESH_S:
+            del self._room[project_id]
+            return False
+        if not (
+            _spare(room.requests, self.items[plan].amount)
+            and _spare(room.heavy, self.heavy_items[plan].amount)
+        ):
+            return False
+        room.requests -= 1
+        room.heavy -= 1
+        return True
 
     async def _hit(self, item: RateLimitItem, kind: str, project_id: str, cost: int) -> Decision:
         if self._windows is not None:
@@ -172,6 +218,7 @@ class RateLimiter:
 
     async def reset(self) -> None:
         """Forget every count: in Redis, every process's."""
+        self._room.clear()
         if self._windows is not None:
             await self._windows.reset()
         await self._memory.reset()

@@ -4,6 +4,7 @@ recognised") and that the network answers ("network connection problem")."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from dataclasses import replace
@@ -23,10 +24,12 @@ from entryway.domain.userop import UserOperation
 from entryway.paymaster.erc7677 import PaymasterCaller, PaymasterRpc
 from entryway.paymaster.ports import ENTRYWAY
 from entryway.paymaster.relay_accounting import RelayAccounting, op_usage_key
+from entryway.service import late_limit
 from entryway.service.auth import RPC_PAYLOAD, CurrentCaller, heavy_decision
 from entryway.service.call_recording import RPC_LOGGED, explained, rpc_call
 from entryway.service.chain_access import NODE_RETRY_AFTER_S, ChainGate
 from entryway.service.edge import REQUEST_ID_HEADER, request_id_of
+from entryway.service.late_limit import LateDecision, RefusedLate
 from entryway.service.limits import RequestLimits
 from entryway.service.problems import Problem
 from entryway.service.refused_ops import refused_op_hash
@@ -288,16 +291,39 @@ async def _one(
 async def _answer(
     request: Request, who: Caller, chain: ChainRuntime, payload: Any
 ) -> dict[str, Any] | None:
+    """Dispatch one call and meter it (`_answered`). A call that ran before its rate-limit
+    decision (`late_limit`) is answered as that decision says once it is in: a refused call's
+    effects never started (its accounting waits for the decision), and its answer is the
+    refusal."""
+    late = late_limit.pending(request)
+    if late is None:
+        return await _answered(request, who, chain, payload, None)
+    answer = None
+    with contextlib.suppress(RefusedLate):
+        answer = await _answered(request, who, chain, payload, late)
+    await late.settle(request)  # the project's window refused it: 429
+    refusal = await _heavy_refusal(request, who, payload)
+    if refusal is not None:
+        return limited(payload, refusal)
+    return answer
+
+
+async def _answered(
+    request: Request, who: Caller, chain: ChainRuntime, payload: Any, late: LateDecision | None
+) -> dict[str, Any] | None:
     """Dispatch one call and meter it; whatever fails inside it is answered as a JSON-RPC
     error carrying the call's id (-32603 and no internals for the unexpected), so one failing
     call never turns the response into a problem document nor stops the rest of a batch.
     A database that cannot be reached is the exception: the whole request is answered 503
     with Retry-After (service/edge.py), which clients retry; sending it again is safe."""
     try:
-        refusal = await _heavy_refusal(request, who, payload)
-        if refusal is not None:
-            return limited(payload, refusal)
-        return await _dispatch(request, who, chain, payload)
+        if late is None:
+            refusal = await _heavy_refusal(request, who, payload)
+            if refusal is not None:
+                return limited(payload, refusal)
+        return await _dispatch(request, who, chain, payload, late)
+    except RefusedLate:
+        raise
     except RpcTransportError as exc:
         # The node client logged the outage once; the call is told so, without a traceback.
         if not isinstance(payload, dict) or "id" not in payload:
@@ -339,12 +365,13 @@ def _request_id(request: Request) -> str:
 
 
 async def _dispatch(
-    request: Request, who: Caller, chain: ChainRuntime, payload: Any
+    request: Request, who: Caller, chain: ChainRuntime, payload: Any, late: LateDecision | None
 ) -> dict[str, Any] | None:
     """`pm_*` go to the paymaster (which holds the sponsored op's credits itself). An
     eth_sendUserOperation is accounted once validated and before it enters the mempool: its
     relay charged and, when our paymaster sponsors it, its hold linked and its settlement
-    queued, in one transaction; if that fails the op is refused. Other calls are counted."""
+    queued, in one transaction; if that fails the op is refused. Other calls are counted.
+    With `late`, the op is accounted only once its rate-limit windows have admitted it."""
     services: Services = request.app.state.services
     method = payload.get("method") if isinstance(payload, dict) else None
     if isinstance(method, str) and method.startswith("pm_") and services.paymaster is not None:
@@ -364,6 +391,8 @@ async def _dispatch(
     )
 
     async def account(op: UserOperation, op_hash: bytes) -> None:
+        if late is not None and not await late.admits():
+            raise RefusedLate  # nothing written: `_answer` answers the refusal
         await accounting.record_accepted_op(
             project_id=who.project_id,
             chain_id=chain.chain_id,
