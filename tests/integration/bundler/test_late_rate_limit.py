@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
+import redis.asyncio as redis
 from sqlalchemy import func, select
 
 from entryway.bundler.intake import IntakeBundler
@@ -184,3 +185,29 @@ async def test_a_send_its_heavy_window_refuses_late_is_limited_and_writes_nothin
     assert error["code"] == -32005 and "20 heavy calls" in error["message"], error
     assert 1 <= int(refused.headers["Retry-After"]) <= 60
     assert await served.charged() == 1
+
+
+async def test_a_count_that_fails_while_the_send_ran_writes_nothing_and_answers_as_before(
+    served: Served, harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Redis failing after the project's room was seen: the send that ran on that room is
+    neither charged nor written, and its answer is the one a send that waited for the same
+    failing count gets."""
+    _, key = await tenant(served.services, PlanName.FREE, [CHAIN])
+    auth = {"Authorization": f"Bearer {key}"}
+    assert "result" in (await served.send(auth, harness)).json()
+
+    async def redis_gone(*args: Any) -> Any:
+        await asyncio.sleep(0.05)  # the validation is under way when it fails
+        raise redis.ConnectionError("Redis went away")
+
+    monkeypatch.setattr(served.limiter, "hit_with_heavy", redis_gone)
+    ran_early = await served.send(auth, harness)
+    _, other = await tenant(served.services, PlanName.FREE, [CHAIN])
+    waited = await served.send({"Authorization": f"Bearer {other}"}, harness)
+    assert served.started == [False, True, False]
+    assert ran_early.status_code == waited.status_code >= 500, ran_early.text
+    assert ran_early.json().get("code") == waited.json().get("code")
+    assert await served.charged() == 1
+    async with served.services.store.engine.connect() as db:
+        assert await db.scalar(select(func.count()).select_from(op_intake)) == 1
