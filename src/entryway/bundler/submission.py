@@ -141,7 +141,11 @@ class TransactionManager:
         if self._unfunded:
             self._unfunded = False
             log.info("executor %s pays for its bundles again", self.address)
-        tx.attempts.append(Attempt(tx_hash, max_fee, priority, time.time()))
+        sent = Attempt(tx_hash, max_fee, priority, time.time())
+        if tx.attempts and tx.attempts[-1].tx_hash == tx_hash:
+            tx.attempts[-1] = sent  # the same transaction again (the node had lost it)
+        else:
+            tx.attempts.append(sent)
         tx.sent_block = await self.eth.block_number()
         tx.sent_at = time.monotonic()
 
