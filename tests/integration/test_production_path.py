@@ -57,6 +57,7 @@ from tests.integration.test_config_processes import (
     anvil_with_entryway,
     run,
 )
+from tests.tcp_proxy import TcpProxy
 
 pytestmark = pytest.mark.anvil
 
@@ -67,49 +68,14 @@ LEASE_SECONDS = 2.0
 RELAY_KEYS = "userop:%"  # every op's relay charge, whatever the op did (a deploy, ...)
 
 
-class RpcProxy:
+class RpcProxy(TcpProxy):
     """A TCP proxy in front of anvil that the test starts and stops: the first RPC URL."""
 
     def __init__(self, upstream: str) -> None:
         host_port = upstream.split("//", 1)[1].split("/", 1)[0]
-        self.host, port = host_port.rsplit(":", 1)
-        self.upstream_port = int(port)
-        self.port = _free_port()
+        host, port = host_port.rsplit(":", 1)
+        super().__init__(host, int(port))
         self.url = f"http://127.0.0.1:{self.port}"
-        self._server: asyncio.Server | None = None
-        self._writers: set[asyncio.StreamWriter] = set()
-
-    async def start(self) -> None:
-        self._server = await asyncio.start_server(self._handle, "127.0.0.1", self.port)
-
-    async def stop(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            self._server = None
-        for writer in list(self._writers):
-            writer.close()
-        self._writers.clear()
-
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            up_reader, up_writer = await asyncio.open_connection(self.host, self.upstream_port)
-        except OSError:
-            writer.close()
-            return
-        self._writers |= {writer, up_writer}
-        await asyncio.gather(
-            self._pipe(reader, up_writer), self._pipe(up_reader, writer), return_exceptions=True
-        )
-        self._writers -= {writer, up_writer}
-
-    @staticmethod
-    async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            while chunk := await reader.read(65536):
-                writer.write(chunk)
-                await writer.drain()
-        finally:
-            writer.close()
 
 
 class Receiver:

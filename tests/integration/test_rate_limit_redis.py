@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-import socket
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -21,6 +20,7 @@ from entryway.domain.plans import PlanName
 from entryway.service.ratelimit import DEFAULT_HEAVY_LIMITS, Decision, RateLimiter, parse_limits
 from entryway.service.shared_window import PREFIX, RedisWindows
 from tests.integration.api.test_rate_limits import redis_url
+from tests.tcp_proxy import free_port
 
 # A day: the tests never wait for a window to pass, and one never ends under them (see
 # `clear_of_day_edge`).
@@ -256,21 +256,21 @@ async def test_decisions_asked_together_share_a_round_trip_each_taken_whole(
 
 
 async def test_redis_failing_fails_every_decision_waiting_on_it() -> None:
-    """Requests that share a round trip to a Redis that is gone each get the error, as they
-    would alone: none waits forever, none is granted."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]  # nothing listens on it once the probe is closed
-    limiter = RateLimiter(LIMITS, f"redis://127.0.0.1:{port}/0")
+    """Decisions that share a round trip to a Redis that is gone each get the error, as they
+    would alone: none waits forever, none is granted (the limiter then counts them in its
+    own memory: tests/integration/test_redis_outage.py)."""
+    client = redis.from_url(f"redis://127.0.0.1:{free_port()}/0")  # nothing listens there
+    windows = RedisWindows(client)
     try:
         outcomes = await asyncio.wait_for(
             asyncio.gather(
-                *(limiter.hit(PlanName.FREE, project()) for _ in range(5)), return_exceptions=True
+                *(windows.hit(f"test:{project()}", 10, 60, 1) for _ in range(5)),
+                return_exceptions=True,
             ),
             10,
         )
     finally:
-        await limiter.aclose()
+        await client.aclose()
     assert all(isinstance(o, redis.ConnectionError) for o in outcomes), outcomes
 
 

@@ -11,6 +11,7 @@ import redis.asyncio as redis
 
 from entryway.dashboard.sign_in_guard import SignInGuard, SignInLimits, TooManyAttemptsError
 from entryway.domain.throttle import Rate
+from entryway.service.shared_redis import SharedRedis
 from entryway.service.shared_throttle import RedisThrottle
 from tests.integration.api.test_rate_limits import redis_url
 
@@ -36,7 +37,7 @@ async def test_guards_sharing_redis_bound_an_account_together_and_keep_no_email(
     url = await redis_url()
     clients = [redis.from_url(url), redis.from_url(url)]
     limits = SignInLimits(per_address=Rate(100, 60), per_account=Rate(4, 900))
-    guards = [SignInGuard(limits, shared=c) for c in clients]
+    guards = [SignInGuard(limits, shared=SharedRedis(c)) for c in clients]
     email = f"alice-{secrets.token_hex(4)}@example.com"
     address = f"198.51.100.{secrets.randbelow(250)}"
     try:

@@ -4,8 +4,8 @@ address and per (client address, account), and the bounded hashing of `PasswordW
 No account is ever locked as such: an account guessed at from one address stays open to its
 owner at another, and the answers are the same whether the account exists or not (an unknown
 email is throttled by the same keys and verified against a dummy hash). The counts live in
-Redis when the service has one (`redis_url`), shared by every API process; otherwise in this
-process's memory."""
+Redis when the service has one (`redis_url`), shared by every API process; otherwise, and
+while that Redis does not answer (`shared_redis`), in this process's memory."""
 
 from __future__ import annotations
 
@@ -15,12 +15,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-import redis.asyncio as redis
 from fastapi import Request
 
 from entryway.dashboard.passwords import PasswordWork
 from entryway.domain.throttle import Rate, Throttle
 from entryway.errors import EntrywayError
+from entryway.service.shared_redis import UNREACHABLE, SharedRedis
 from entryway.service.shared_throttle import RedisThrottle
 
 
@@ -77,31 +77,63 @@ class LocalAttempts:
         self._throttle.give_back(key)
 
 
+class SharedAttempts:
+    """Attempts counted in Redis, or in this process's memory while Redis does not answer."""
+
+    def __init__(self, shared: SharedRedis, remote: RedisThrottle, local: Attempts) -> None:
+        self._shared = shared
+        self._remote = remote
+        self._local = local
+
+    async def take(self, key: str) -> int | None:
+        if not self._shared.down:
+            try:
+                return await self._remote.take(key)
+            except UNREACHABLE as exc:
+                self._shared.failed(exc)
+        return await self._local.take(key)
+
+    async def give_back(self, key: str) -> None:
+        if not self._shared.down:
+            try:
+                await self._remote.give_back(key)
+                return
+            except UNREACHABLE as exc:
+                self._shared.failed(exc)
+        await self._local.give_back(key)
+
+
 class SignInGuard:
     def __init__(
         self,
         limits: SignInLimits,
         *,
         clock: Callable[[], float] = time.monotonic,
-        shared: redis.Redis | None = None,
+        shared: SharedRedis | None = None,
     ) -> None:
         self.limits = limits
         self.passwords = PasswordWork(limits.hashing_threads, limits.hashing_queue)
-        self._shared: redis.Redis | None = None
+        self._shared: SharedRedis | None = None
         self._per_address: Attempts = LocalAttempts(limits.per_address, clock)
         self._per_account: Attempts = LocalAttempts(limits.per_account, clock)
         self._operator: Attempts = LocalAttempts(limits.operator_per_address, clock)
         if shared is not None:
             self.share(shared)
 
-    def share(self, client: redis.Redis) -> None:
-        """Count attempts in Redis from now on, with every process sharing `client`'s server."""
-        if self._shared is client:
+    def share(self, shared: SharedRedis) -> None:
+        """Count attempts in Redis from now on, with every process sharing that server (in
+        this process's memory, as before, while it does not answer)."""
+        if self._shared is shared:
             return
-        self._shared = client
-        self._per_address = RedisThrottle(self.limits.per_address, client, "sign-in-address")
-        self._per_account = RedisThrottle(self.limits.per_account, client, "sign-in-account")
-        self._operator = RedisThrottle(self.limits.operator_per_address, client, "operator")
+        self._shared = shared
+
+        def attempts(local: Attempts, rate: Rate, name: str) -> Attempts:
+            return SharedAttempts(shared, RedisThrottle(rate, shared.client, name), local)
+
+        limits = self.limits
+        self._per_address = attempts(self._per_address, limits.per_address, "sign-in-address")
+        self._per_account = attempts(self._per_account, limits.per_account, "sign-in-account")
+        self._operator = attempts(self._operator, limits.operator_per_address, "operator")
 
     async def admit(self, address: str, account: str | None = None) -> None:
         """Spend an attempt of `address` (a sign-up, or a sign-in to `account`: any email as
@@ -126,7 +158,7 @@ def guard(request: Request) -> SignInGuard:
     """The app's guard, counting in the service's Redis once the service has one."""
     found: SignInGuard = request.app.state.sign_in_guard
     limiter = request.app.state.services.platform.limiter
-    shared = limiter.shared_redis() if limiter is not None else None
+    shared = limiter.shared if limiter is not None else None
     if shared is not None:
         found.share(shared)
     return found

@@ -7,7 +7,12 @@ arrives while it is in flight or within `cache_s` after it ended.
 
 A check that fails is logged when it starts failing (a warning with its detail) and when it
 passes again (info), not at each poll: an outage of minutes would otherwise be hundreds of
-the same line."""
+the same line.
+
+A check may also find its dependency gone while the process still serves without it (Redis,
+whose counts each process then keeps itself): it raises DegradedError. The check shows as
+not ok and is named under `degraded`, but the process stays ready: a load balancer must not
+take every replica out over something none of them needs to answer."""
 
 from __future__ import annotations
 
@@ -29,6 +34,10 @@ class NotReadyError(Exception):
     """A check's failure, its message fit for the operator (no secrets, no credentials)."""
 
 
+class DegradedError(NotReadyError):
+    """A check's failure that the process serves through, in a lesser way its message says."""
+
+
 # A check answers a short detail when it passes and raises NotReadyError (or anything
 # else) when it does not.
 Check = Callable[[], Awaitable[str]]
@@ -40,6 +49,7 @@ class CheckResult:
     ok: bool
     detail: str
     seconds: float
+    degraded: bool = False  # not ok, but the process serves without it
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,11 +59,15 @@ class ReadinessReport:
 
     @property
     def ready(self) -> bool:
-        return all(c.ok for c in self.checks)
+        return all(c.ok or c.degraded for c in self.checks)
 
     @property
     def failing(self) -> list[str]:
-        return [c.name for c in self.checks if not c.ok]
+        return [c.name for c in self.checks if not (c.ok or c.degraded)]
+
+    @property
+    def degraded(self) -> list[str]:
+        return [c.name for c in self.checks if c.degraded]
 
 
 class Readiness:
@@ -96,8 +110,9 @@ class Readiness:
             if not result.ok and result.name not in self._failing:
                 self._failing.add(result.name)
                 log.warning(
-                    "readiness check %s failing: %s; logged again when it passes",
+                    "readiness check %s %s: %s; logged again when it passes",
                     result.name,
+                    "degraded" if result.degraded else "failing",
                     reason,
                 )
             elif result.ok and result.name in self._failing:
@@ -110,6 +125,8 @@ class Readiness:
             detail = await asyncio.wait_for(check(), self.timeout_s)
         except TimeoutError:
             return self._failed(name, f"no answer within {self.timeout_s:g} s", started)
+        except DegradedError as exc:
+            return self._failed(name, str(exc), started, degraded=True)
         except NotReadyError as exc:
             return self._failed(name, str(exc), started)
         except Exception as exc:
@@ -120,5 +137,7 @@ class Readiness:
             return self._failed(name, f"failed ({type(exc).__name__})", started)
         return CheckResult(name, True, mask_secrets(detail), self._clock() - started)
 
-    def _failed(self, name: str, detail: str, started: float) -> CheckResult:
-        return CheckResult(name, False, mask_secrets(detail), self._clock() - started)
+    def _failed(
+        self, name: str, detail: str, started: float, *, degraded: bool = False
+    ) -> CheckResult:
+        return CheckResult(name, False, mask_secrets(detail), self._clock() - started, degraded)

@@ -41,8 +41,9 @@ def readiness_answer(
     detailed: bool,
     describe: Mapping[str, object] | None = None,
 ) -> JSONResponse:
-    """200 naming each check, or 503 with Retry-After naming the failing ones; a check's
-    detail only when `detailed` (the caller holds the operator token)."""
+    """200 naming each check, or 503 with Retry-After naming the failing ones; a check the
+    process serves without is named under `degraded` either way; a check's detail only when
+    `detailed` (the caller holds the operator token)."""
     body: dict[str, object] = {
         **(describe or {}),
         "status": "ready" if report.ready else "not_ready",
@@ -51,6 +52,8 @@ def readiness_answer(
             for c in report.checks
         },
     }
+    if report.degraded:
+        body["degraded"] = report.degraded
     if report.ready:
         return JSONResponse(body)
     body["failing"] = report.failing

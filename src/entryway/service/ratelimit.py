@@ -15,7 +15,10 @@ more than a read but are not priced, so this window, not the price book, is what
 With Redis, a heavy call may run while its windows are being counted (`late_limit`): when
 the project's last heavy decision this process saw, under ROOM_FRESH_S ago, left both windows
 more than a tenth of their limit (`reserve_room`). Each such call takes one off that view until
-the next decision, so a client over its limit soon waits for its decision again."""
+the next decision, so a client over its limit soon waits for its decision again.
+
+While Redis does not answer, each process counts in its own memory until it does
+(`shared_redis`): a lost counter degrades the limits to per-process ones, it refuses no one."""
 
 from __future__ import annotations
 
@@ -30,6 +33,12 @@ from limits.aio.storage import MemoryStorage
 from limits.aio.strategies import SlidingWindowCounterRateLimiter
 
 from entryway.domain.plans import PlanName
+from entryway.service.shared_redis import (
+    CONNECT_TIMEOUT_S,
+    REPLY_TIMEOUT_S,
+    UNREACHABLE,
+    SharedRedis,
+)
 from entryway.service.shared_window import Hit, RedisWindows
 
 # Documented defaults (docs/api.md, "Rate limits"); every value is configuration.
@@ -118,10 +127,20 @@ class RateLimiter:
             plan: parse(value) for plan, value in (heavy_by_plan or DEFAULT_HEAVY_LIMITS).items()
         }
         # Our own Redis pool, so that stopping the service closes its connections.
-        self._pool = redis.ConnectionPool.from_url(redis_url) if redis_url else None
+        # The URL's own `socket_timeout` / `socket_connect_timeout` win over these.
+        self._pool = (
+            redis.ConnectionPool.from_url(
+                redis_url,
+                socket_connect_timeout=CONNECT_TIMEOUT_S,
+                socket_timeout=REPLY_TIMEOUT_S,
+            )
+            if redis_url
+            else None
+        )
         self._shared: redis.Redis | None = None
         client = self.shared_redis()
         self._windows = RedisWindows(client) if client is not None else None
+        self.shared = SharedRedis(client) if client is not None else None
         # Counts without Redis: this process's own.
         self._memory = MemoryStorage()
         self._in_memory = SlidingWindowCounterRateLimiter(self._memory)
@@ -141,15 +160,19 @@ class RateLimiter:
     ) -> tuple[Decision, Decision | None]:
         """`hit` then, if it was counted, `hit_heavy`: a single heavy call's two windows, in
         one round trip to Redis. The heavy decision is None when the first window refused."""
-        if self._windows is None:
-            first = await self.hit(plan, project_id)
-            return first, (await self.hit_heavy(plan, project_id) if first.allowed else None)
+        windows = self._sharing()
+        if windows is None:
+            return await self._in_memory_with_heavy(plan, project_id)
         items = (self.items[plan], self.heavy_items[plan])
         hits = [
             _redis_hit(items[0], "project", project_id, 1),
             _redis_hit(items[1], "heavy", project_id, 1),
         ]
-        answers = await self._windows.hit_in_turn(hits)
+        try:
+            answers = await windows.hit_in_turn(hits)
+        except UNREACHABLE as exc:
+            self._unreachable(exc)
+            return await self._in_memory_with_heavy(plan, project_id)
         first, *heavy = (
             Decision(c.allowed, item.amount, c.remaining, c.reset_seconds)
             for c, item in zip(answers, items, strict=False)
@@ -166,7 +189,7 @@ class RateLimiter:
         project's last heavy decision seen here, under ROOM_FRESH_S ago, left more than a
         tenth of both windows; the call then takes one off each."""
         room = self._room.get(project_id)
-        if self._windows is None or room is None:
+        if self._sharing() is None or room is None:
             return False
         if time.monotonic() - room.seen_at > ROOM_FRESH_S:
             del self._room[project_id]
@@ -180,11 +203,39 @@ class RateLimiter:
         room.heavy -= 1
         return True
 
+    def _sharing(self) -> RedisWindows | None:
+        """Redis's windows while decisions are asked of it: configured and not known down."""
+        if self.shared is None or self.shared.down:
+            return None
+        return self._windows
+
+    def _unreachable(self, exc: BaseException) -> None:
+        if self.shared is not None:
+            self.shared.failed(exc)
+
+    async def _in_memory_with_heavy(
+        self, plan: PlanName, project_id: str
+    ) -> tuple[Decision, Decision | None]:
+        first = await self._in_memory_hit(self.items[plan], "project", project_id, 1)
+        if not first.allowed:
+            return first, None
+        return first, await self._in_memory_hit(self.heavy_items[plan], "heavy", project_id, 1)
+
     async def _hit(self, item: RateLimitItem, kind: str, project_id: str, cost: int) -> Decision:
-        if self._windows is not None:
+        windows = self._sharing()
+        if windows is not None:
             hit = _redis_hit(item, kind, project_id, cost)
-            c = await self._windows.hit(hit.window, hit.limit, hit.period_s, hit.cost)
-            return Decision(c.allowed, item.amount, c.remaining, c.reset_seconds)
+            try:
+                c = await windows.hit(hit.window, hit.limit, hit.period_s, hit.cost)
+            except UNREACHABLE as exc:
+                self._unreachable(exc)
+            else:
+                return Decision(c.allowed, item.amount, c.remaining, c.reset_seconds)
+        return await self._in_memory_hit(item, kind, project_id, cost)
+
+    async def _in_memory_hit(
+        self, item: RateLimitItem, kind: str, project_id: str, cost: int
+    ) -> Decision:
         allowed = await self._in_memory.hit(item, kind, project_id, cost=cost)
         stats = await self._in_memory.get_window_stats(item, kind, project_id)
         reset = max(math.ceil(stats.reset_time - time.time()), 0)
@@ -224,5 +275,7 @@ class RateLimiter:
         await self._memory.reset()
 
     async def aclose(self) -> None:
+        if self.shared is not None:
+            await self.shared.aclose()
         if self._pool is not None:
             await self._pool.aclose()

@@ -1,5 +1,6 @@
 """What the service needs to serve, as readiness checks (entryway.observability.readiness):
-its database, Redis when rate limits are shared through it, and on each chain the node
+its database, Redis when rate limits are shared through it (degraded, not failing, when it
+does not answer: the process then counts alone), and on each chain the node
 (answering with the right chain id), the bundler's executor balances and the deposits of the
 chain's paymasters (one per EntryPoint release). Details name amounts and public addresses,
 never credentials: RPC URLs are shown as scheme, host and port."""
@@ -14,7 +15,7 @@ import redis.asyncio as redis
 from sqlalchemy import text
 
 from entryway.chain.rpc import RpcTransportError
-from entryway.observability.readiness import Check, NotReadyError
+from entryway.observability.readiness import Check, DegradedError, NotReadyError
 from entryway.observability.redaction import public_url
 from entryway.service.services import ChainRuntime, Services
 
@@ -34,9 +35,9 @@ def service_checks(services: Services, settings: ReadinessSettings) -> dict[str,
         limiter = services.platform.limiter
     except RuntimeError:  # not started: the database check says so
         limiter = None
-    shared = limiter.shared_redis() if limiter is not None else None
+    shared = limiter.shared if limiter is not None else None
     if shared is not None:
-        checks["redis"] = partial(_redis, shared)
+        checks["redis"] = partial(_redis, shared.client)
     for chain_id, chain in sorted(services.chains.items()):
         checks[f"chain.{chain_id}.rpc"] = partial(_rpc, chain)
         if chain.bundling.executors:  # none but where the chain's leader runs in process
@@ -59,10 +60,13 @@ async def _database(services: Services) -> str:
 
 
 async def _redis(client: redis.Redis) -> str:
+    """Degraded, not failing, without an answer: the process counts in its own memory."""
     try:
         await client.ping()
     except (OSError, redis.RedisError):  # the text may name the URL: say what failed
-        raise NotReadyError("no answer to PING") from None
+        raise DegradedError(
+            "no answer to PING: rate limits and sign-in throttles counted in each process"
+        ) from None
     return "answered PING"
 
 

@@ -1,7 +1,7 @@
 """The operator endpoints on a real database: /readyz answers 200 while the database answers
-and 503 (with Retry-After, naming the check) once it is gone; /metrics exposes the service's
-metric families, counts requests by route template, and reads the task queue and the overdue
-support requests when scraped."""
+and 503 (with Retry-After, naming the check) once it is gone, and Redis gone is degraded, not
+unready; /metrics exposes the service's metric families, counts requests by route template,
+and reads the task queue and the overdue support requests when scraped."""
 
 from __future__ import annotations
 
@@ -10,15 +10,15 @@ from datetime import UTC, datetime, timedelta
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from entryway.domain.plans import SupportLevel
+from entryway.domain.plans import PlanName, SupportLevel
 from entryway.domain.support import SupportTopic
-from entryway.service.ratelimit import RateLimiter
+from entryway.service.ratelimit import RateLimiter, parse_limits
 from entryway.storage.engine import make_engine
 from entryway.storage.store import Store
 from entryway.storage.support import SupportRequests
 from entryway.storage.tasks import TaskQueue
 from tests.integration.api.conftest import ADMIN_TOKEN, Api, make_api
-from tests.integration.api.test_rate_limits import redis_url
+from tests.integration.api.test_rate_limits import clear_of_minute_edge, redis_url
 from tests.integration.storage.test_accepted_group_commit import accepted_op
 
 FAMILIES = {
@@ -69,11 +69,27 @@ async def test_redis_is_checked_when_rate_limits_are_shared_through_it(
         answer = await api.client.get("/readyz")
         assert answer.status_code == 200, answer.text
         assert answer.json()["checks"]["redis"] == {"ok": True}
-    # Nothing listens on port 1.
-    async for api in make_api(engine, RateLimiter(redis_url="redis://:hunter2@127.0.0.1:1/0")):
+        assert "degraded" not in answer.json()
+
+
+async def test_redis_gone_leaves_the_service_serving_and_ready_but_degraded(
+    engine: AsyncEngine,
+) -> None:
+    """Nothing listens on port 1: the rate limits are counted in this process, requests are
+    served (never a 500), and readiness names Redis as degraded without failing."""
+    limits = {**parse_limits(""), PlanName.FREE: "3/minute"}
+    limiter = RateLimiter(limits, redis_url="redis://:hunter2@127.0.0.1:1/0")
+    async for api in make_api(engine, limiter):
+        await clear_of_minute_edge()
+        asked = [await api.client.get("/v1/tasks/no-such-task", headers=api.auth()) for _ in "1234"]
+        assert [a.status_code for a in asked] == [404, 404, 404, 429], asked[-1].text
+        assert asked[0].headers["RateLimit-Remaining"] == "2"
         answer = await api.client.get("/readyz", headers=OPERATOR)
-        assert answer.status_code == 503
-        assert answer.json()["failing"] == ["redis"]
+        assert answer.status_code == 200, answer.text
+        body = answer.json()
+        assert (body["status"], body["degraded"]) == ("ready", ["redis"])
+        assert body["checks"]["redis"]["ok"] is False
+        assert "counted in each process" in body["checks"]["redis"]["detail"]
         assert "hunter2" not in answer.text
 
 
