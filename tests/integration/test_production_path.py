@@ -21,6 +21,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import asyncpg
 import httpx
@@ -115,6 +116,7 @@ class Production:
     engine: AsyncEngine
     proxy: RpcProxy
     receiver: Receiver
+    redis_proxy: TcpProxy  # the replicas' Redis, through a proxy the drills stop
     api_urls: list[str]
     workers: list[asyncio.subprocess.Process]
     logs: Path
@@ -144,11 +146,12 @@ class Production:
         )  # fmt: skip
 
 
-def write_config(d: Deployed, database_url: str, proxy: RpcProxy) -> Path:
+def write_config(d: Deployed, database_url: str, proxy: RpcProxy, redis: TcpProxy) -> Path:
+    database = urlsplit(REDIS_URL).path
     lines = [
         f'data_dir = "{d.root / "data"}"',
         f'database_url = "{database_url}"',
-        f'redis_url = "{REDIS_URL}"',
+        f'redis_url = "redis://127.0.0.1:{redis.port}{database}"',
         f'admin_token = "{OPERATOR_TOKEN}"',
         "[secrets]",
         f'key_file = "{d.keys / "secrets-key"}"',
@@ -226,15 +229,18 @@ async def _production(
 
     engine = make_engine(database_url)
     proxy: RpcProxy | None = None
+    redis_at = urlsplit(REDIS_URL)
+    redis_proxy = TcpProxy(redis_at.hostname or "127.0.0.1", redis_at.port or 6379)
     try:
         async with anvil_with_entryway(root, CHAIN_ID) as d:
             await stake_the_paymaster(d)
             proxy = RpcProxy(d.rpc_url)
             await proxy.start()
+            await redis_proxy.start()
             receiver = Receiver()
             server = await asyncio.start_server(receiver.handle, "127.0.0.1", receiver.port)
             async with server:
-                path = write_config(d, database_url, proxy)
+                path = write_config(d, database_url, proxy, redis_proxy)
                 code, out = await run("migrate", "--config", str(path))
                 assert code == 0, out
                 config = ("--config", str(path))
@@ -248,7 +254,7 @@ async def _production(
                 for api, port in zip(apis, ports, strict=True):
                     await _until_healthy(api, f"http://127.0.0.1:{port}/healthz")
                 prod = Production(
-                    d, database_url, engine, proxy, receiver,
+                    d, database_url, engine, proxy, receiver, redis_proxy,
                     [f"http://127.0.0.1:{p}" for p in ports], workers, logs, cluster, bundlers,
                     lambda: spawn("bundler", *bundler, out=True),
                 )  # fmt: skip
@@ -273,6 +279,7 @@ async def _production(
                 await proc.wait()
         if proxy is not None:
             await proxy.stop()
+        await redis_proxy.stop()
         await engine.dispose()  # the cluster, and the database in it, are dropped next
 
 
@@ -610,3 +617,42 @@ async def test_guesses_at_an_account_count_once_over_both_replicas(
 
 def prod_url(prod: Production, n: int) -> str:
     return prod.api_urls[n % len(prod.api_urls)]
+
+
+async def test_drill_redis_gone_the_replicas_serve_on_and_say_so(production: Production) -> None:
+    """Redis stopped under both replicas: sends are still accepted (each replica counts its
+    rate limits alone), /readyz stays 200 naming Redis degraded, each replica logs the
+    outage once; once Redis is back, both count there again and say so."""
+    prod = production
+    await send(prod)
+    operator = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
+    await prod.redis_proxy.stop()
+    try:
+        for _ in range(4):  # over both replicas in turn
+            await send(prod)
+        for url in prod.api_urls:
+            async with httpx.AsyncClient(base_url=url) as http:
+                ready = await http.get("/readyz", headers=operator)
+            assert ready.status_code == 200, ready.text
+            assert ready.json()["degraded"] == ["redis"], ready.text
+    finally:
+        await prod.redis_proxy.start()
+    for url in prod.api_urls:
+        await _until_not_degraded(url, operator)
+    apis = [log.read_text() for log in prod.logs.glob("api-*.log")]
+    assert len(apis) == 2
+    assert all(text.count("Redis gave no answer") == 1 for text in apis), apis
+    assert all("Redis answers again" in text for text in apis)
+    await send(prod)
+    await assert_ledger_invariants(prod)
+
+
+async def _until_not_degraded(url: str, headers: dict[str, str], timeout_s: float = 30) -> None:
+    deadline = time.monotonic() + timeout_s
+    async with httpx.AsyncClient(base_url=url) as http:
+        while True:
+            ready = await http.get("/readyz", headers=headers)
+            if ready.status_code == 200 and "degraded" not in ready.json():
+                return
+            assert time.monotonic() < deadline, ready.text
+            await asyncio.sleep(0.5)
