@@ -14,6 +14,11 @@ by a reorg disappears with it. Two reads are shared rather than repeated per op:
   bundle of 100 ops has one receipt of several hundred logs, and a receipt under a given
   block hash never changes.
 
+A bundle's logs are split among its ops once (`index_bundle`, one pass, kept under the
+transaction and block hash like the receipt): each of its ops' receipts then takes its own
+logs from that split instead of scanning every log of the bundle again, which made the
+receipts of an N-op bundle cost N times its logs.
+
 Beside the ERC-4337 fields a receipt says how deep its block is: `confirmations` (its own
 block counting as the first, hex) and, where the chain's finality depth is known
 (`finality`, set by the service that follows the chain), `final`. On OP-stack chains it
@@ -26,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import OrderedDict
+from dataclasses import dataclass
 from typing import Any
 
 from eth_abi.abi import decode
@@ -43,6 +49,10 @@ EP = contracts.load("EntryPoint").abi
 USER_OP_EVENT = EP.event_topic("UserOperationEvent")
 REVERT_REASON_EVENT = EP.event_topic("UserOperationRevertReason")
 BEFORE_EXECUTION_EVENT = EP.event_topic("BeforeExecution")
+# The same topics as the node writes them (lower-case hex), compared without decoding.
+_USER_OP_TOPIC = to_hex(USER_OP_EVENT)
+_REVERT_REASON_TOPIC = to_hex(REVERT_REASON_EVENT)
+_BEFORE_EXECUTION_TOPIC = to_hex(BEFORE_EXECUTION_EVENT)
 # Bundle receipts kept, by (transaction hash, block hash): enough for the bundles of the
 # last few blocks, whose ops are the ones clients ask about.
 RECEIPTS_KEPT = 64
@@ -77,6 +87,42 @@ class _BundleRead:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class OpLogs:
+    """One op's part of its bundle's logs."""
+
+    event: dict[str, Any]  # its UserOperationEvent
+    logs: list[dict[str, Any]]  # what its execution emitted, the EntryPoint's own included
+    reason: str  # its revert reason (UserOperationRevertReason), "0x" when none
+
+
+def index_bundle(logs: list[dict[str, Any]], entry_point: str) -> dict[bytes, OpLogs]:
+    """Each op's UserOperationEvent in a bundle's logs (in the order the node gives them),
+    by op hash, with the logs its execution emitted: those after the previous op's event (or
+    after BeforeExecution) and before its own; in one pass."""
+    ep = entry_point.lower()
+    ops: dict[bytes, OpLogs] = {}
+    reasons: dict[bytes, str] = {}
+    since: list[dict[str, Any]] = []  # the logs after the last boundary
+    for log in logs:
+        topics = log["topics"]
+        if topics and log["address"].lower() == ep:
+            topic = topics[0].lower()
+            if topic == _USER_OP_TOPIC and len(topics) > 1:
+                op_hash = hex_to_bytes(topics[1])
+                ops.setdefault(op_hash, OpLogs(log, since, reasons.get(op_hash, "0x")))
+                since = []
+                continue
+            if topic == _BEFORE_EXECUTION_TOPIC:
+                since = []
+                continue
+            if topic == _REVERT_REASON_TOPIC and len(topics) > 1:
+                (_nonce, revert) = decode(["uint256", "bytes"], hex_to_bytes(log["data"]))
+                reasons[hex_to_bytes(topics[1])] = to_hex(revert)
+        since.append(log)
+    return ops
+
+
 class ReceiptReader:
     def __init__(
         self, eth: EthClient, entry_point: str, chain_id: int, lookback_blocks: int
@@ -90,6 +136,8 @@ class ReceiptReader:
         # Bundle transaction hash → the last read of its receipt and the head.
         self._bundle_reads: OrderedDict[str, _BundleRead] = OrderedDict()
         self._bundle_receipts: OrderedDict[tuple[str, str], dict[str, Any]] = OrderedDict()
+        # (transaction hash, block hash) → the bundle's logs split among its ops.
+        self._indexes: OrderedDict[tuple[str, str], dict[bytes, OpLogs]] = OrderedDict()
         self._head = -1  # the latest block number last read here
 
     async def _event_log(self, op_hash: bytes) -> tuple[dict[str, Any] | None, int]:
@@ -157,17 +205,22 @@ class ReceiptReader:
         head, tx = await self._bundle_read(tx_hash)
         if tx is None and not search_logs:
             return None
-        ep = self.entry_point.lower()  # compared as text: no hash per log of the bundle
-        for log in tx["logs"] if tx is not None else ():
-            topics = log["topics"]
-            if (
-                len(topics) > 1
-                and hex_to_bytes(topics[0]) == USER_OP_EVENT
-                and hex_to_bytes(topics[1]) == op_hash
-                and log["address"].lower() == ep
-            ):
-                return await self._receipt(log, tx, head, l1_fees)
+        mine = self._ops_of(tx).get(op_hash) if tx is not None else None
+        if mine is not None:
+            return await self._receipt(mine.event, tx, head, l1_fees)
         return await self.receipt(op_hash, l1_fees)
+
+    def _ops_of(self, tx: dict[str, Any]) -> dict[bytes, OpLogs]:
+        """The bundle `tx`'s logs split among its ops (`index_bundle`), made once per
+        transaction and block."""
+        key = (tx["transactionHash"], tx["blockHash"])
+        ops = self._indexes.get(key)
+        if ops is None:
+            ops = index_bundle(tx["logs"], self.entry_point)
+            self._indexes[key] = ops
+            while len(self._indexes) > RECEIPTS_KEPT:
+                self._indexes.popitem(last=False)
+        return ops
 
     def recently_unmined(self, tx_hash: str) -> bool:
         """Whether a read of the bundle `tx_hash` found it not mined in the last
@@ -213,12 +266,15 @@ class ReceiptReader:
         op_hash = hex_to_bytes(log["topics"][1])
         if tx is None or tx["blockHash"] != log["blockHash"]:
             return None  # reorged away between the two reads
+        mine = self._ops_of(tx).get(op_hash)
+        if mine is None:
+            return None  # the log is not the bundle's: the two reads disagree
         event = EP.decode_event(
             "UserOperationEvent",
             [hex_to_bytes(t) for t in log["topics"]],
             hex_to_bytes(log["data"]),
         )
-        op_logs, reason = _logs_of_op(tx["logs"], log["logIndex"], self.entry_point, op_hash)
+        op_logs, reason = mine.logs, mine.reason
         doc: dict[str, Any] = {
             "userOpHash": to_hex(op_hash),
             "entryPoint": self.entry_point,
@@ -277,26 +333,3 @@ class ReceiptReader:
                     "blockNumber": tx["blockNumber"],
                 }
         return None
-
-
-def _logs_of_op(
-    logs: list[dict[str, Any]], event_index: str, entry_point: str, op_hash: bytes
-) -> tuple[list[dict[str, Any]], str]:
-    """The logs this op's execution emitted: those after the previous op's event (or after
-    BeforeExecution) and before its own UserOperationEvent; and its revert reason, if any."""
-    end = int(event_index, 16)
-    start = -1
-    reason = "0x"
-    ep = entry_point.lower()
-    for log in logs:
-        index = int(log["logIndex"], 16)
-        if index >= end:
-            break
-        if log["address"].lower() == ep and log["topics"]:
-            topic = hex_to_bytes(log["topics"][0])
-            if topic in (USER_OP_EVENT, BEFORE_EXECUTION_EVENT):
-                start = index
-            elif topic == REVERT_REASON_EVENT and hex_to_bytes(log["topics"][1]) == op_hash:
-                (_nonce, revert) = decode(["uint256", "bytes"], hex_to_bytes(log["data"]))
-                reason = to_hex(revert)
-    return [log for log in logs if start < int(log["logIndex"], 16) < end], reason
