@@ -12,6 +12,7 @@ from entryway.bundler.blockclock import BlockClock
 from entryway.bundler.schedule import BundleSchedule
 from entryway.bundler.states import BundlingMode
 from entryway.chain.rpc import RpcTransportError
+from entryway.waiting import woken
 
 if TYPE_CHECKING:
     from entryway.bundler.service import Bundler
@@ -57,8 +58,7 @@ class AutoBundler:
         or every interval), or at once when a full bundle's worth of ops waits."""
         tick = min(AUTO_TICK_S, self.bundler.config.auto_bundle_interval_s)
         while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.wake.wait(), tick)
+            await woken(self.wake, tick)
             full = self.wake.is_set()
             self.wake.clear()
             if self.bundler.mode is not BundlingMode.AUTO or not self._waiting():
@@ -91,11 +91,10 @@ class AutoBundler:
         tries = SEED_TRIES
         while True:
             quiet = not self._waiting() and time.monotonic() - self._last_op_at > ACTIVE_S
-            with contextlib.suppress(TimeoutError):  # an op arriving ends a quiet spell
-                await asyncio.wait_for(
-                    self._op_arrived.wait(),
-                    IDLE_HEAD_POLL_S if quiet else self.bundler.config.head_poll_s,
-                )
+            # An op arriving ends a quiet spell.
+            await woken(
+                self._op_arrived, IDLE_HEAD_POLL_S if quiet else self.bundler.config.head_poll_s
+            )
             self._op_arrived.clear()
             if self.bundler.mode is not BundlingMode.AUTO:
                 continue

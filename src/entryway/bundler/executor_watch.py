@@ -31,6 +31,7 @@ from entryway.chain.rpc import EthClient, RpcError, RpcTransportError, Transacti
 from entryway.chain.transactor import Transactor
 from entryway.errors import EntrywayError
 from entryway.observability.readiness import NotReadyError
+from entryway.waiting import woken
 
 log = logging.getLogger("entryway.bundler.executors")
 WATCH_INTERVAL_S = 15.0
@@ -184,8 +185,7 @@ class ExecutorWatch:
                 log.warning("chain %d: cannot read the executors' balances: %s", self.chain_id, exc)
             except Exception:  # the watch outlives a surprise: it is all that watches
                 log.exception("chain %d: the executors' watch failed; retrying", self.chain_id)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), interval_s)
+            await woken(self._wake, interval_s)
 
     async def readiness(self) -> str:
         """The `chain.<id>.executors` readiness check, on balances read now."""

@@ -21,7 +21,6 @@ by and leading alike.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import signal
@@ -47,6 +46,7 @@ from entryway.settings.model import Settings
 from entryway.storage.engine import make_engine
 from entryway.storage.intake import OpIntakeStore
 from entryway.storage.leader_lock import LeaderLock, leader_key
+from entryway.waiting import woken
 
 log = logging.getLogger("entryway.bundler.leader")
 LOCK_POLL_S = 1.0
@@ -102,11 +102,8 @@ async def run_leader(
     try:
         log.info("chain %d: standing by for the bundler leader lock", chain_id)
         while not await lock.try_acquire():
-            try:
-                await asyncio.wait_for(stop.wait(), LOCK_POLL_S)
+            if await woken(stop, LOCK_POLL_S):
                 return
-            except TimeoutError:
-                continue
         log.info("chain %d: leading, executors %s", chain_id, ", ".join(executors))
         leadership.leading = True
         on_leading()
@@ -177,8 +174,7 @@ async def _next_poll(stop: asyncio.Event, wake: asyncio.Event | None, *, busy: b
     IDLE_WOKEN_POLL_S instead: an idle `entryway up` then reads the intake a few times a
     second rather than twenty times per EntryPoint."""
     if wake is None:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), INTAKE_POLL_S)
+        await woken(stop, INTAKE_POLL_S)
         return
     timeout = INTAKE_POLL_S if busy else IDLE_WOKEN_POLL_S
     waits = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(wake.wait())]
@@ -224,8 +220,7 @@ async def lead_in_process(
             log.warning("%s; standing by again", exc)
         except Exception:
             log.exception("chain %d: the bundler leader failed; standing by again", chain_id)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), LOCK_POLL_S)
+        await woken(stop, LOCK_POLL_S)
 
 
 async def lead_until_signalled(

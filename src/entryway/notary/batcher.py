@@ -13,7 +13,6 @@ batches.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
@@ -24,6 +23,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from entryway.domain.notarization import Batch, NotarySettings
 from entryway.storage.notary import NotaryStore
 from entryway.storage.tasks import Clock, utc_now
+from entryway.waiting import woken
 
 log = logging.getLogger("entryway.notary.batcher")
 
@@ -77,8 +77,7 @@ class Batcher:
                 await self.tick()
             except (SQLAlchemyError, OSError):
                 log.warning("sealing notary batches failed; retrying", exc_info=True)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), self.settings.poll_interval)
+            await woken(self._stopping, self.settings.poll_interval)
 
     def stop(self) -> None:
         self._stopping.set()

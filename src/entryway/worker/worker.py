@@ -26,6 +26,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from entryway.domain.tasks import PermanentTaskError, RetryTaskError, Task
 from entryway.storage.tasks import TaskQueue
+from entryway.waiting import woken
 
 log = logging.getLogger("entryway.worker")
 
@@ -171,8 +172,7 @@ class Worker:
 
     async def _idle(self) -> None:
         self._wake.clear()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), self.poll_interval)
+        await woken(self._wake, self.poll_interval)
 
     async def _shut_down(self) -> None:
         if not self._running:
