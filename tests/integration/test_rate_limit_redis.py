@@ -183,8 +183,8 @@ async def test_two_api_processes_count_together_and_a_reset_forgets() -> None:
             (True, 7), (True, 4), (True, 1), (False, 1), (True, 0),
         ]  # fmt: skip
         await second.reset()
-        client = first.shared_redis()
-        assert client is not None
+        assert first.shared is not None
+        client = first.shared.client
         assert [k async for k in client.scan_iter(match=f"{PREFIX}*")] == []
         assert seen(await first.hit(PlanName.FREE, pid, 10)) == (True, 0)
     finally:

@@ -137,9 +137,9 @@ class RateLimiter:
             if redis_url
             else None
         )
-        self._shared: redis.Redis | None = None
-        client = self.shared_redis()
+        client = redis.Redis(connection_pool=self._pool) if self._pool is not None else None
         self._windows = RedisWindows(client) if client is not None else None
+        # The Redis every process counts in (and whether it answers now); None: in memory.
         self.shared = SharedRedis(client) if client is not None else None
         # Counts without Redis: this process's own.
         self._memory = MemoryStorage()
@@ -257,15 +257,6 @@ class RateLimiter:
                 break
             granted += 1
         return granted, decision
-
-    def shared_redis(self) -> redis.Redis | None:
-        """A client on this limiter's Redis pool, for other counts that every process must
-        share (the dashboard's sign-in throttles); None when the limits live in memory."""
-        if self._pool is None:
-            return None
-        if self._shared is None:
-            self._shared = redis.Redis(connection_pool=self._pool)
-        return self._shared
 
     async def reset(self) -> None:
         """Forget every count: in Redis, every process's."""

@@ -11,13 +11,13 @@ import asyncio
 from dataclasses import dataclass
 from functools import partial
 
-import redis.asyncio as redis
 from sqlalchemy import text
 
 from entryway.chain.rpc import RpcTransportError
 from entryway.observability.readiness import Check, DegradedError, NotReadyError
 from entryway.observability.redaction import public_url
 from entryway.service.services import ChainRuntime, Services
+from entryway.service.shared_redis import UNREACHABLE, SharedRedis
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,7 +37,7 @@ def service_checks(services: Services, settings: ReadinessSettings) -> dict[str,
         limiter = None
     shared = limiter.shared if limiter is not None else None
     if shared is not None:
-        checks["redis"] = partial(_redis, shared.client)
+        checks["redis"] = partial(_redis, shared)
     for chain_id, chain in sorted(services.chains.items()):
         checks[f"chain.{chain_id}.rpc"] = partial(_rpc, chain)
         if chain.bundling.executors:  # none but where the chain's leader runs in process
@@ -59,11 +59,13 @@ async def _database(services: Services) -> str:
     return f"{engine.dialect.name} answered"
 
 
-async def _redis(client: redis.Redis) -> str:
-    """Degraded, not failing, without an answer: the process counts in its own memory."""
+async def _redis(shared: SharedRedis) -> str:
+    """Degraded, not failing, without an answer: the process then counts in its own memory,
+    from this check on if no request had found Redis gone first."""
     try:
-        await client.ping()
-    except (OSError, redis.RedisError):  # the text may name the URL: say what failed
+        await shared.client.ping()
+    except UNREACHABLE as exc:  # the text may name the URL: say what failed
+        shared.failed(exc)
         raise DegradedError(
             "no answer to PING: rate limits and sign-in throttles counted in each process"
         ) from None

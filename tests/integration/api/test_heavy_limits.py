@@ -125,7 +125,7 @@ async def test_a_heavy_call_counts_its_two_windows_in_one_round_trip(
     heavy calls one by one."""
     limiter = served.services.platform.limiter
     assert limiter is not None
-    trips = 1 if limiter.shared_redis() is not None else 0  # in memory: none
+    trips = 1 if limiter.shared is not None else 0  # in memory: none
     await served.client.post(f"/rpc/{CHAIN}", headers=served.auth(), json=call("eth_chainId"))
     sent = Sent(monkeypatch)
     r = await served.client.post(

@@ -75,15 +75,14 @@ async def test_redis_is_checked_when_rate_limits_are_shared_through_it(
 async def test_redis_gone_leaves_the_service_serving_and_ready_but_degraded(
     engine: AsyncEngine,
 ) -> None:
-    """Nothing listens on port 1: the rate limits are counted in this process, requests are
-    served (never a 500), and readiness names Redis as degraded without failing."""
+    """Nothing listens on port 1: readiness names Redis as degraded without failing (and
+    the limiter counts in memory from then on), requests are served (never a 500) and
+    limited in this process."""
     limits = {**parse_limits(""), PlanName.FREE: "3/minute"}
     limiter = RateLimiter(limits, redis_url="redis://:hunter2@127.0.0.1:1/0")
+    assert limiter.shared is not None
     async for api in make_api(engine, limiter):
         await clear_of_minute_edge()
-        asked = [await api.client.get("/v1/tasks/no-such-task", headers=api.auth()) for _ in "1234"]
-        assert [a.status_code for a in asked] == [404, 404, 404, 429], asked[-1].text
-        assert asked[0].headers["RateLimit-Remaining"] == "2"
         answer = await api.client.get("/readyz", headers=OPERATOR)
         assert answer.status_code == 200, answer.text
         body = answer.json()
@@ -91,6 +90,10 @@ async def test_redis_gone_leaves_the_service_serving_and_ready_but_degraded(
         assert body["checks"]["redis"]["ok"] is False
         assert "counted in each process" in body["checks"]["redis"]["detail"]
         assert "hunter2" not in answer.text
+        assert limiter.shared.down  # found by the check, before any request
+        asked = [await api.client.get("/v1/tasks/no-such-task", headers=api.auth()) for _ in "1234"]
+        assert [a.status_code for a in asked] == [404, 404, 404, 429], asked[-1].text
+        assert asked[0].headers["RateLimit-Remaining"] == "2"
 
 
 def samples(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
