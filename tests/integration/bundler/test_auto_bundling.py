@@ -64,6 +64,16 @@ async def interval_mined(
         await eth.rpc.request("evm_setAutomine", [True])
 
 
+def _before_deadline_s(bundler: Bundler) -> float:
+    """How long until the bundler's deadline for the next block."""
+    now = time.monotonic()
+    schedule = bundler.auto.schedule
+    block = schedule.clock.next_block(now)
+    interval = schedule.clock.interval()
+    assert block is not None and interval is not None
+    return block.due_at - schedule.lead_s(interval) - now
+
+
 async def test_ops_of_one_block_go_out_in_one_bundle_just_before_it(
     interval_mined: Bundler,
     accounts: list[tuple[LocalAccount, str]],
@@ -75,23 +85,33 @@ async def test_ops_of_one_block_go_out_in_one_bundle_just_before_it(
     while bundler.auto.clock.interval() is None:  # a few blocks seen arriving
         assert time.monotonic() < give_up, "the block clock never found the 1 s interval"
         await asyncio.sleep(0.1)
-    ops = []
-    for owner, sender in accounts:
-        op = await harness.build_op(owner.address, b"", sender=sender)
-        ops.append(harness.sign(op, owner))
-    seen = await eth.block_number()
-    while await eth.block_number() == seen:  # noqa: ASYNC110 (start right after a block)
-        await asyncio.sleep(0.02)
-    sent_after = seen + 1
-    hashes = await asyncio.gather(*(bundler.send(op) for op in ops))
-    await asyncio.sleep(0.1)
-    # A plain periodic bundler (every 0.05 s here) would have sent them by now.
-    assert {bundler.tracked[h].status for h in hashes} == {OpStatus.PENDING}
-    while any(bundler.tracked[h].status is not OpStatus.INCLUDED for h in hashes):
-        assert time.monotonic() < give_up + 10, "the ops were not mined"
-        await asyncio.sleep(0.05)
-    receipts = [await bundler.receipts.receipt(h) for h in hashes]
-    assert all(r is not None for r in receipts)
-    assert len({r["receipt"]["transactionHash"] for r in receipts if r}) == 1
-    mined_in = {int(r["receipt"]["blockNumber"], 16) for r in receipts if r}
-    assert mined_in == {sent_after + 1}, "the bundle missed the block it was timed for"
+    # On a busy machine the four sends can take most of a block: then nothing shows the ops
+    # waiting, and the round is tried again with the accounts' next ops.
+    for _round in range(3):
+        ops = []
+        for owner, sender in accounts:
+            op = await harness.build_op(owner.address, b"", sender=sender)
+            ops.append(harness.sign(op, owner))
+        seen = await eth.block_number()
+        while await eth.block_number() == seen:  # noqa: ASYNC110 (start right after a block)
+            await asyncio.sleep(0.02)
+        sent_after = seen + 1
+        hashes = await asyncio.gather(*(bundler.send(op) for op in ops))
+        timed = _before_deadline_s(bundler) > 0.2
+        if timed:
+            await asyncio.sleep(0.1)
+            # A plain periodic bundler (every 0.05 s here) would have sent them by now.
+            assert {bundler.tracked[h].status for h in hashes} == {OpStatus.PENDING}
+        deadline = time.monotonic() + 10
+        while any(bundler.tracked[h].status is not OpStatus.INCLUDED for h in hashes):
+            assert time.monotonic() < deadline, "the ops were not mined"
+            await asyncio.sleep(0.05)
+        if not timed:
+            continue
+        receipts = [await bundler.receipts.receipt(h) for h in hashes]
+        assert all(r is not None for r in receipts)
+        assert len({r["receipt"]["transactionHash"] for r in receipts if r}) == 1
+        mined_in = {int(r["receipt"]["blockNumber"], 16) for r in receipts if r}
+        assert mined_in == {sent_after + 1}, "the bundle missed the block it was timed for"
+        return
+    pytest.fail("three rounds of sends each took most of a block: the timing went unchecked")
