@@ -20,7 +20,7 @@ from structlog.typing import Processor
 
 from entryway.observability.redaction import mask_event
 
-_HANDLER_NAME = "entryway"  # our handler on the root logger, replaced when set up again
+HANDLER_NAME = "entryway"  # our handler on the root logger, replaced when set up again
 QUIET_LOGGERS = {"httpx": logging.WARNING}  # one line per outgoing call is noise
 
 
@@ -52,10 +52,10 @@ def configure_logging(
         ],
     )
     handler = logging.StreamHandler(stream)
-    handler.set_name(_HANDLER_NAME)
+    handler.set_name(HANDLER_NAME)
     handler.setFormatter(formatter)
     root = logging.getLogger()
-    for old in [h for h in root.handlers if h.get_name() == _HANDLER_NAME]:
+    for old in [h for h in root.handlers if h.get_name() == HANDLER_NAME]:
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level.upper())
