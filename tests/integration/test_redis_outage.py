@@ -1,7 +1,8 @@
-"""Redis gone, hung or back, under the rate limits and the sign-in throttles (the machine's
-Redis behind a TCP proxy the test stops, starts and makes hang; skipped loudly without one,
-except under CI): the process counts in its own memory while Redis does not answer, says so
-once, and shares the counts again once it answers. No decision fails for it."""
+"""Redis gone, hung, refusing or back, under the rate limits and the sign-in throttles (the
+machine's Redis behind a TCP proxy the test stops, starts and makes hang, or as a user whose ACL
+the test makes refuse scripts; skipped loudly without one, except under CI): the process counts
+in its own memory while Redis does not answer or refuses them, says so once, and shares the
+counts again once it answers. No decision fails for it."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from collections.abc import AsyncIterator
 from urllib.parse import urlsplit
 
 import pytest
+import redis.asyncio as redis
 
 from entryway.dashboard.sign_in_guard import SignInGuard, SignInLimits, TooManyAttemptsError
 from entryway.domain.plans import PlanName
@@ -127,6 +129,97 @@ async def test_sign_in_throttles_hold_in_memory_while_redis_is_gone(proxy: TcpPr
             await guard.admit(address, email)
         await guard.signed_in(address, email)  # gives back in memory, raising nothing
         await guard.admit(address, email)
+        assert limiter.shared.down
+    finally:
+        await limiter.aclose()
+
+
+class RefusingUser:
+    """A user of the machine's Redis whose ACL may be made to refuse what a count runs
+    (scripts): Redis answers it, with NOPERM, as it would answer OOM under `maxmemory` or
+    READONLY on a replica. PING stays allowed, so a probe that only pinged would find it well."""
+
+    def __init__(self, admin_url: str) -> None:
+        self.name = f"entryway-test-{secrets.token_hex(4)}"
+        self.password = secrets.token_hex(8)
+        parts = urlsplit(admin_url)
+        where = f"{parts.hostname or '127.0.0.1'}:{parts.port or 6379}{parts.path}"
+        self.url = f"redis://{self.name}:{self.password}@{where}"
+        self._admin = redis.from_url(admin_url)
+
+    async def allow_counts(self, allowed: bool) -> None:
+        scripts = "+@scripting" if allowed else "-@scripting"
+        await self._admin.execute_command(
+            "ACL", "SETUSER", self.name, "on", f">{self.password}", "~*", "+@all", scripts
+        )
+
+    async def aclose(self) -> None:
+        await self._admin.execute_command("ACL", "DELUSER", self.name)
+        await self._admin.aclose()
+
+
+@pytest.fixture
+async def refusing() -> AsyncIterator[RefusingUser]:
+    user = RefusingUser(await redis_url())
+    await user.allow_counts(True)
+    yield user
+    await user.aclose()
+
+
+async def test_a_redis_that_refuses_counts_is_counted_alone_until_it_counts_again(
+    refusing: RefusingUser, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Redis answering every count with an error (out of memory, read-only, not allowed) is
+    no 500: the process counts in memory, says why once, keeps counting alone while a PING
+    would still pass, and shares the counts again once a write goes through."""
+    limiter = RateLimiter(LIMITS, refusing.url, heavy_by_plan=HEAVY)
+    assert limiter.shared is not None
+    limiter.shared.probe_every_s = 0.05
+    pid = project()
+    caplog.set_level(logging.INFO, logger=SHARED_LOG)
+    try:
+        await clear_of_day_edge()
+        assert seen(await limiter.hit(PlanName.FREE, pid, 3)) == (True, 7)  # in Redis
+        await refusing.allow_counts(False)
+        alone = [await limiter.hit(PlanName.FREE, pid, 4) for _ in range(3)]
+        assert [seen(d) for d in alone] == [(True, 6), (True, 2), (False, 2)]
+        first, heavy = await limiter.hit_with_heavy(PlanName.FREE, pid)
+        assert seen(first) == (True, 1) and heavy is not None and seen(heavy) == (True, 1)
+        await asyncio.sleep(0.5)  # ten probes: each refused, none taken for an answer
+        assert limiter.shared.down
+        lines = [r for r in caplog.records if r.name == SHARED_LOG]
+        assert [r.levelno for r in lines] == [logging.WARNING], lines
+        assert "refused a command" in lines[0].getMessage()
+        assert "NOPERM" in lines[0].getMessage() or "permission" in lines[0].getMessage()
+        assert refusing.password not in lines[0].getMessage()
+
+        await refusing.allow_counts(True)
+        await back(limiter)
+        assert seen(await limiter.hit(PlanName.FREE, pid)) == (True, 6)  # Redis's count again
+        lines = [r for r in caplog.records if r.name == SHARED_LOG]
+        assert [r.levelno for r in lines] == [logging.WARNING, logging.INFO], lines
+    finally:
+        await limiter.aclose()
+
+
+async def test_sign_in_throttles_hold_in_memory_while_redis_refuses(
+    refusing: RefusingUser,
+) -> None:
+    limiter = RateLimiter(LIMITS, refusing.url)
+    assert limiter.shared is not None
+    limiter.shared.probe_every_s = 3600
+    guard = SignInGuard(
+        SignInLimits(per_address=Rate(100, 60), per_account=Rate(3, 900)), shared=limiter.shared
+    )
+    email = f"bob-{secrets.token_hex(4)}@example.com"
+    address = f"198.51.100.{secrets.randbelow(250)}"
+    try:
+        await guard.admit(address, email)  # in Redis
+        await refusing.allow_counts(False)
+        for _ in range(3):  # this process's own bucket, full
+            await guard.admit(address, email)
+        with pytest.raises(TooManyAttemptsError):
+            await guard.admit(address, email)
         assert limiter.shared.down
     finally:
         await limiter.aclose()

@@ -20,7 +20,7 @@ from fastapi import Request
 from entryway.dashboard.passwords import PasswordWork
 from entryway.domain.throttle import Rate, Throttle
 from entryway.errors import EntrywayError
-from entryway.service.shared_redis import UNREACHABLE, SharedRedis
+from entryway.service.shared_redis import NOT_COUNTED, SharedRedis
 from entryway.service.shared_throttle import RedisThrottle
 
 
@@ -89,7 +89,7 @@ class SharedAttempts:
         if not self._shared.down:
             try:
                 return await self._remote.take(key)
-            except UNREACHABLE as exc:
+            except NOT_COUNTED as exc:
                 self._shared.failed(exc)
         return await self._local.take(key)
 
@@ -98,7 +98,7 @@ class SharedAttempts:
             try:
                 await self._remote.give_back(key)
                 return
-            except UNREACHABLE as exc:
+            except NOT_COUNTED as exc:
                 self._shared.failed(exc)
         await self._local.give_back(key)
 

@@ -35,8 +35,8 @@ from limits.aio.strategies import SlidingWindowCounterRateLimiter
 from entryway.domain.plans import PlanName
 from entryway.service.shared_redis import (
     CONNECT_TIMEOUT_S,
+    NOT_COUNTED,
     REPLY_TIMEOUT_S,
-    UNREACHABLE,
     SharedRedis,
 )
 from entryway.service.shared_window import Hit, RedisWindows
@@ -170,7 +170,7 @@ class RateLimiter:
         ]
         try:
             answers = await windows.hit_in_turn(hits)
-        except UNREACHABLE as exc:
+        except NOT_COUNTED as exc:
             self._unreachable(exc)
             return await self._in_memory_with_heavy(plan, project_id)
         first, *heavy = (
@@ -227,7 +227,7 @@ class RateLimiter:
             hit = _redis_hit(item, kind, project_id, cost)
             try:
                 c = await windows.hit(hit.window, hit.limit, hit.period_s, hit.cost)
-            except UNREACHABLE as exc:
+            except NOT_COUNTED as exc:
                 self._unreachable(exc)
             else:
                 return Decision(c.allowed, item.amount, c.remaining, c.reset_seconds)

@@ -15,9 +15,9 @@ from sqlalchemy import text
 
 from entryway.chain.rpc import RpcTransportError
 from entryway.observability.readiness import Check, DegradedError, NotReadyError
-from entryway.observability.redaction import public_url
+from entryway.observability.redaction import mask_secrets, public_url
 from entryway.service.services import ChainRuntime, Services
-from entryway.service.shared_redis import UNREACHABLE, SharedRedis
+from entryway.service.shared_redis import NOT_COUNTED, UNREACHABLE, SharedRedis
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,16 +60,23 @@ async def _database(services: Services) -> str:
 
 
 async def _redis(shared: SharedRedis) -> str:
-    """Degraded, not failing, without an answer: the process then counts in its own memory,
-    from this check on if no request had found Redis gone first."""
+    """Degraded, not failing, when Redis does not count (no answer, or a write refused: out of
+    memory, read-only, not allowed): the process then counts in its own memory, from this
+    check on if no request had found it out first."""
     try:
-        await shared.client.ping()
+        await shared.probe()
     except UNREACHABLE as exc:  # the text may name the URL: say what failed
         shared.failed(exc)
         raise DegradedError(
-            "no answer to PING: rate limits and sign-in throttles counted in each process"
+            "no answer: rate limits and sign-in throttles counted in each process"
         ) from None
-    return "answered PING"
+    except NOT_COUNTED as exc:  # Redis's own error reply (OOM, READONLY, NOPERM...)
+        shared.failed(exc)
+        raise DegradedError(
+            f"a write refused ({mask_secrets(str(exc))}): rate limits and sign-in throttles "
+            "counted in each process"
+        ) from None
+    return "counted a probe write"
 
 
 async def _rpc(chain: ChainRuntime) -> str:

@@ -1,7 +1,8 @@
-"""The operator endpoints on a real database: /readyz answers 200 while the database answers
-and 503 (with Retry-After, naming the check) once it is gone, and Redis gone is degraded, not
-unready; /metrics exposes the service's metric families, counts requests by route template,
-and reads the task queue and the overdue support requests when scraped."""
+"""The operator endpoints on a real database: /readyz answers 200 while the database answers and
+503 (with Retry-After, naming the check) once it is gone, and Redis gone (or refusing its
+counts) is degraded, not unready; /metrics exposes the service's metric families, counts
+requests by route template, and reads the task queue and the overdue support requests when
+scraped."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from entryway.storage.tasks import TaskQueue
 from tests.integration.api.conftest import ADMIN_TOKEN, Api, make_api
 from tests.integration.api.test_rate_limits import clear_of_minute_edge, redis_url
 from tests.integration.storage.test_accepted_group_commit import accepted_op
+from tests.integration.test_redis_outage import RefusingUser
 
 FAMILIES = {
     "entryway_http_requests",
@@ -199,3 +201,33 @@ async def test_metrics_off_this_host_take_a_token(api: Api) -> None:
     assert refused.json()["code"] == "metrics_token_required"
     allowed = await api.client.get("/metrics", headers={**proxied, **OPERATOR})
     assert allowed.status_code == 200
+
+
+async def test_redis_refusing_counts_leaves_the_service_serving_and_ready_but_degraded(
+    engine: AsyncEngine,
+) -> None:
+    """Redis answering, and refusing what a count runs (as when it is out of memory or a
+    read-only replica): requests are served and limited in this process, never a 500, and
+    readiness says Redis is degraded and why."""
+    limits = {**parse_limits(""), PlanName.FREE: "3/minute"}
+    user = RefusingUser(await redis_url())
+    await user.allow_counts(False)
+    limiter = RateLimiter(limits, redis_url=user.url)
+    assert limiter.shared is not None
+    limiter.shared.probe_every_s = 3600
+    try:
+        async for api in make_api(engine, limiter):
+            await clear_of_minute_edge()
+            asked = [
+                await api.client.get("/v1/tasks/no-such-task", headers=api.auth()) for _ in "1234"
+            ]
+            assert [a.status_code for a in asked] == [404, 404, 404, 429], asked[-1].text
+            assert limiter.shared.down
+            answer = await api.client.get("/readyz", headers=OPERATOR)
+            assert answer.status_code == 200, answer.text
+            body = answer.json()
+            assert (body["status"], body["degraded"]) == ("ready", ["redis"])
+            assert "a write refused" in body["checks"]["redis"]["detail"]
+            assert user.password not in answer.text
+    finally:
+        await user.aclose()
