@@ -19,7 +19,8 @@ from entryway.bundler.bundling import (
 from entryway.bundler.errors import BundlerError
 from entryway.bundler.mempool import Mempool, MempoolEntry
 from entryway.bundler.reputation import Reputation, ReputationStatus
-from entryway.cli import CONFIG_EXIT, app
+from entryway.cli import app
+from entryway.settings.commands import CONFIG_EXIT
 from tests.unit.bundler.test_mempool_and_bundling import GWEI, PM, entry
 
 BLOCK = 30_000_000
