@@ -9,7 +9,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from functools import partial
 from urllib.parse import urlsplit
 
 import pytest
@@ -111,29 +113,6 @@ async def test_a_hung_redis_holds_one_round_trip_to_its_timeout_and_none_after(
         await limiter.aclose()
 
 
-async def test_sign_in_throttles_hold_in_memory_while_redis_is_gone(proxy: TcpProxy) -> None:
-    limiter = RateLimiter(LIMITS, await through(proxy))
-    assert limiter.shared is not None
-    limiter.shared.probe_every_s = 3600
-    guard = SignInGuard(
-        SignInLimits(per_address=Rate(100, 60), per_account=Rate(3, 900)), shared=limiter.shared
-    )
-    email = f"alice-{secrets.token_hex(4)}@example.com"
-    address = f"198.51.100.{secrets.randbelow(250)}"
-    try:
-        await guard.admit(address, email)  # in Redis
-        await proxy.stop()
-        for _ in range(3):  # this process's own bucket, full
-            await guard.admit(address, email)
-        with pytest.raises(TooManyAttemptsError):
-            await guard.admit(address, email)
-        await guard.signed_in(address, email)  # gives back in memory, raising nothing
-        await guard.admit(address, email)
-        assert limiter.shared.down
-    finally:
-        await limiter.aclose()
-
-
 class RefusingUser:
     """A user of the machine's Redis whose ACL may be made to refuse what a count runs
     (scripts): Redis answers it, with NOPERM, as it would answer OOM under `maxmemory` or
@@ -202,24 +181,42 @@ async def test_a_redis_that_refuses_counts_is_counted_alone_until_it_counts_agai
         await limiter.aclose()
 
 
-async def test_sign_in_throttles_hold_in_memory_while_redis_refuses(
-    refusing: RefusingUser,
-) -> None:
-    limiter = RateLimiter(LIMITS, refusing.url)
+@dataclass
+class FailingRedis:
+    url: str  # the test Redis, by a way the test can make fail
+    fail: Callable[[], Awaitable[None]]
+
+
+@pytest.fixture(params=["gone", "refusing"])
+async def failing(request: pytest.FixtureRequest, proxy: TcpProxy) -> AsyncIterator[FailingRedis]:
+    """Redis that stops answering (its proxy stopped) or refuses the counts (an ACL)."""
+    if request.param == "gone":
+        yield FailingRedis(await through(proxy), proxy.stop)
+        return
+    user = RefusingUser(await redis_url())
+    await user.allow_counts(True)
+    yield FailingRedis(user.url, partial(user.allow_counts, False))
+    await user.aclose()
+
+
+async def test_sign_in_throttles_hold_in_memory_while_redis_fails(failing: FailingRedis) -> None:
+    limiter = RateLimiter(LIMITS, failing.url)
     assert limiter.shared is not None
     limiter.shared.probe_every_s = 3600
     guard = SignInGuard(
         SignInLimits(per_address=Rate(100, 60), per_account=Rate(3, 900)), shared=limiter.shared
     )
-    email = f"bob-{secrets.token_hex(4)}@example.com"
+    email = f"alice-{secrets.token_hex(4)}@example.com"
     address = f"198.51.100.{secrets.randbelow(250)}"
     try:
         await guard.admit(address, email)  # in Redis
-        await refusing.allow_counts(False)
+        await failing.fail()
         for _ in range(3):  # this process's own bucket, full
             await guard.admit(address, email)
         with pytest.raises(TooManyAttemptsError):
             await guard.admit(address, email)
+        await guard.signed_in(address, email)  # gives back in memory, raising nothing
+        await guard.admit(address, email)
         assert limiter.shared.down
     finally:
         await limiter.aclose()
