@@ -39,6 +39,11 @@ def _raised_from(error: BaseException, cause: BaseException) -> BaseException:
         _wrapped(pg.ConnectionDoesNotExistError("connection was closed")),
         _wrapped(ConnectionRefusedError(111, "Connect call failed")),
         _wrapped(Exception("server closed the connection"), invalidated=True),
+        _wrapped(pg.TooManyConnectionsError("sorry, too many clients already")),
+        _wrapped(pg.DiskFullError("could not extend file: No space left on device")),
+        _wrapped(
+            pg.ReadOnlySQLTransactionError("cannot execute INSERT in a read-only transaction")
+        ),
         sa.TimeoutError("QueuePool limit reached, connection timed out"),
         _raised_from(RuntimeError("unit of work failed"), _wrapped(OSError("reset"))),
     ],

@@ -165,7 +165,7 @@ def _unavailable(scope: Scope, path: str, request_id: str) -> Response:
         503,
         "service_unavailable",
         "Service unavailable",
-        "the service's database cannot be reached; retry shortly",
+        "the service's database is unavailable (unreachable, or taking no writes); retry shortly",
         headers=retry_after,
     )
     return with_request_id(problem, scope).response(path)

@@ -1,10 +1,13 @@
-"""Telling a database that cannot be reached from one that refused a statement.
+"""Telling a database that cannot serve from one that refused a statement.
 
 While PostgreSQL restarts, fails over or is out of connections, every unit of work fails
 with a connection error; the request was not carried out and may be sent again once the
-database answers. The service answers those 503 with Retry-After (service/edge.py) instead
-of a 500 that reads as a bug. A statement the database refused (a constraint, a syntax
-error) is not an outage: it stays a 500."""
+database answers. The same holds while it answers and cannot carry a unit out whatever the
+statement: out of connections, disk or memory (class 53), or read-only (25006: the standby
+a client still reaches after a failover, or a primary set read-only as its disk fills). The
+service answers those 503 with Retry-After (service/edge.py) instead of a 500 that reads as a
+bug. A statement the database refused for what it is (a constraint, a syntax error, its
+timeout) is not an outage: it stays a 500."""
 
 from __future__ import annotations
 
@@ -13,8 +16,9 @@ from collections.abc import Iterator
 from asyncpg import exceptions as pg
 from sqlalchemy import exc as sa
 
-# PostgreSQL's class 08 (connection exceptions) and the class 57 states of a server going
-# down or not yet up; not 57014 (a statement cancelled by its timeout).
+# PostgreSQL's class 08 (connection exceptions), the class 57 states of a server going down
+# or not yet up (not 57014, a statement cancelled by its timeout), and a server that answers
+# but can carry out no unit of work for now (class 53, 25006).
 _UNAVAILABLE = (
     sa.TimeoutError,  # no pooled connection came free in time
     OSError,  # refused, reset, timed out: raised by the driver only (see below)
@@ -22,6 +26,8 @@ _UNAVAILABLE = (
     pg.AdminShutdownError,
     pg.CrashShutdownError,
     pg.CannotConnectNowError,
+    pg.InsufficientResourcesError,  # class 53: too many connections, disk full, out of memory
+    pg.ReadOnlySQLTransactionError,  # 25006: a write reached a read-only server
 )
 
 
