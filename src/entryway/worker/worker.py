@@ -25,6 +25,7 @@ from typing import Any
 from sqlalchemy.exc import SQLAlchemyError
 
 from entryway.domain.tasks import PermanentTaskError, RetryTaskError, Task
+from entryway.storage.outage import database_unavailable
 from entryway.storage.tasks import TaskQueue
 from entryway.waiting import woken
 
@@ -61,6 +62,7 @@ class Worker:
         self._stopping = asyncio.Event()
         self._wake = asyncio.Event()
         self._running: set[asyncio.Task[None]] = set()
+        self._database_away = False  # an outage found by a claim, not yet over
 
     def stop(self) -> None:
         self._stopping.set()
@@ -143,16 +145,30 @@ class Worker:
 
     async def _claim(self, limit: int) -> list[Task]:
         try:
-            return await self.queue.claim(
+            claimed = await self.queue.claim(
                 self.worker_id,
                 list(self.handlers),
                 lease_seconds=self.lease_seconds,
                 limit=limit,
             )
-        except (SQLAlchemyError, OSError):
-            # The database is away or busy: keep the worker alive and try again later.
-            log.warning("worker %s: claiming failed", self.worker_id, exc_info=True)
+        except (SQLAlchemyError, OSError) as exc:
+            # Keep the worker alive and try again at the next poll. An outage (unreachable,
+            # out of connections, read-only) is said once, and its end once.
+            if not database_unavailable(exc):
+                log.warning("worker %s: claiming failed", self.worker_id, exc_info=True)
+            elif not self._database_away:
+                self._database_away = True
+                log.warning(
+                    "worker %s: the database is unavailable (%s); tasks wait, and this is "
+                    "logged again when it answers",
+                    self.worker_id,
+                    type(exc).__name__,
+                )
             return []
+        if self._database_away:
+            self._database_away = False
+            log.info("worker %s: the database answers again; claiming tasks", self.worker_id)
+        return claimed
 
     def _start(self, task: Task) -> None:
         job = asyncio.create_task(self._execute_logged(task), name=f"task-{task.task_id}")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from sqlalchemy import update
@@ -18,10 +19,13 @@ from entryway.domain.tasks import (
     Task,
     TaskState,
 )
+from entryway.storage.engine import make_engine, migrate
 from entryway.storage.schema import tasks
 from entryway.storage.tasks import TaskQueue
 from entryway.worker.worker import Handler, Worker
+from tests.integration.postgres import fresh_database
 from tests.integration.webhooks.support import until
+from tests.tcp_proxy import TcpProxy
 
 FAST = ExponentialBackoff(base=0.01, jitter=0.0)
 
@@ -204,3 +208,41 @@ async def _done(queue: TaskQueue, task_id: str) -> bool:
 
 async def _attempted(queue: TaskQueue, task_id: str) -> bool:
     return (await state_of(queue, task_id)).attempts >= 1
+
+
+async def test_a_database_outage_is_logged_once_and_its_end_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """PostgreSQL behind a proxy the test stops: the worker keeps polling, says so in one
+    warning without a traceback (not one per poll), and once at info when it claims again."""
+    async with fresh_database("a worker's database outage") as (url, _):
+        where = urlsplit(url)
+        proxy = TcpProxy(where.hostname or "127.0.0.1", where.port or 5432)
+        await proxy.start()
+        engine = make_engine(where._replace(netloc=f"postgres@127.0.0.1:{proxy.port}").geturl())
+        try:
+            await migrate(engine)
+            caplog.set_level(logging.DEBUG, logger="entryway.worker")
+            ran: list[str] = []
+
+            async def note(task: Task) -> None:
+                ran.append(task.task_id)
+
+            worker = worker_with(engine, {"note": note})
+            run = asyncio.create_task(worker.run())
+            await proxy.stop()
+            await asyncio.sleep(0.5)  # about 25 polls, each failing
+            await proxy.start()
+            task_id = await worker.queue.enqueue("note", {}, project_id=None)
+            await until(lambda: _done(worker.queue, task_id))
+            worker.stop()
+            await run
+        finally:
+            await engine.dispose()
+            await proxy.stop()
+    assert ran == [task_id]
+    said = [r for r in caplog.records if "database" in r.getMessage()]
+    assert [r.levelno for r in said] == [logging.WARNING, logging.INFO], said
+    assert said[0].exc_info is None and "unavailable" in said[0].getMessage()
+    assert "answers again" in said[1].getMessage()
+    assert not [r for r in caplog.records if "claiming failed" in r.getMessage()]
