@@ -47,6 +47,13 @@ def database_unavailable(exc: BaseException) -> bool:
     )
 
 
+def unavailable_reason(exc: BaseException) -> str:
+    """The name of what made `exc` an outage (`ReadOnlySQLTransactionError`,
+    `ConnectionRefusedError`...), for a log line: never its text, which may hold a URL."""
+    found = next((e for e in _chain(exc) if isinstance(e, _UNAVAILABLE)), exc)
+    return type(found).__name__
+
+
 def _raised_in_driver(exc: BaseException) -> bool:
     """Whether `exc` came out of asyncpg or SQLAlchemy code: a refused connection reaches the
     caller as the bare OSError asyncpg's connect raised."""

@@ -25,7 +25,7 @@ from typing import Any
 from sqlalchemy.exc import SQLAlchemyError
 
 from entryway.domain.tasks import PermanentTaskError, RetryTaskError, Task
-from entryway.storage.outage import database_unavailable
+from entryway.storage.outage import database_unavailable, unavailable_reason
 from entryway.storage.tasks import TaskQueue
 from entryway.waiting import woken
 
@@ -162,7 +162,7 @@ class Worker:
                     "worker %s: the database is unavailable (%s); tasks wait, and this is "
                     "logged again when it answers",
                     self.worker_id,
-                    type(exc).__name__,
+                    unavailable_reason(exc),
                 )
             return []
         if self._database_away:
