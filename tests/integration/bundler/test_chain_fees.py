@@ -48,7 +48,11 @@ async def test_l1_data_fee_raises_the_required_pre_verification_gas(
     )
     pvg = int(estimate["preVerificationGas"], 16)
     l1_gas = await rpc.bundler.l1_fees.gas(draft)  # type: ignore[union-attr]
-    assert pvg > l1_gas > 50_000
+    # The L1 fee in gas follows the op's fee per gas, which follows the devnet's base fee
+    # (shared, and higher under load): no fixed figure, but the estimate covers it and more
+    # than the draft's 60,000, which the send refused.
+    assert l1_gas > 0 and pvg > l1_gas
+    assert pvg > draft.pre_verification_gas
     paid = harness.sign(harness.sponsor(replace(draft, pre_verification_gas=pvg)), owner)
     assert await client.send(paid)
 
