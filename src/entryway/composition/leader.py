@@ -46,7 +46,7 @@ from entryway.settings.model import Settings
 from entryway.storage.engine import make_engine
 from entryway.storage.intake import OpIntakeStore
 from entryway.storage.leader_lock import LeaderLock, leader_key
-from entryway.storage.outage import database_unavailable, unavailable_reason
+from entryway.storage.outage import OutageLog
 from entryway.waiting import woken
 
 log = logging.getLogger("entryway.bundler.leader")
@@ -151,7 +151,7 @@ async def _lead(
         leaders = [IntakeLeader(b, intake) for b in bundler_rpc.bundlers]
         await bundler_rpc.start()
         leadership.bundler = bundler
-        database = _DatabaseOutage(chain_id)
+        outage = OutageLog(log, f"chain {chain_id}: the intake")
         try:
             while not stop.is_set():
                 if not await lock.still_held():
@@ -162,40 +162,15 @@ async def _lead(
                     # Logged once per outage by the node client, not once per step.
                     log.debug("chain %d: the intake step waits for the node: %s", chain_id, exc)
                 except Exception as exc:
-                    if not database_unavailable(exc):
+                    if not outage.failed(exc):
                         log.exception("chain %d: the intake step failed; retrying", chain_id)
-                    database.failed(exc)
                 else:
-                    database.answered()
+                    outage.answered()
                 busy = any(leader.loaded for leader in leaders)
                 await _next_poll(stop, wake, busy=busy)
         finally:
             leadership.bundler = None
             await bundler_rpc.stop()
-
-
-class _DatabaseOutage:
-    """The intake steps' database, unavailable (unreachable, out of connections, read-only)
-    while the lock still holds: said once, and its end once, not at every step."""
-
-    def __init__(self, chain_id: int) -> None:
-        self.chain_id = chain_id
-        self.away = False
-
-    def failed(self, exc: Exception) -> None:
-        if self.away or not database_unavailable(exc):
-            return
-        self.away = True
-        log.warning(
-            "chain %d: the intake waits for the database (%s); logged again when it answers",
-            self.chain_id,
-            unavailable_reason(exc),
-        )
-
-    def answered(self) -> None:
-        if self.away:
-            self.away = False
-            log.info("chain %d: the database answers the intake again", self.chain_id)
 
 
 async def _next_poll(stop: asyncio.Event, wake: asyncio.Event | None, *, busy: bool) -> None:

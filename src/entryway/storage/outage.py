@@ -11,6 +11,7 @@ timeout) is not an outage: it stays a 500."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 
 from asyncpg import exceptions as pg
@@ -52,6 +53,33 @@ def unavailable_reason(exc: BaseException) -> str:
     `ConnectionRefusedError`...), for a log line: never its text, which may hold a URL."""
     found = next((e for e in _chain(exc) if isinstance(e, _UNAVAILABLE)), exc)
     return type(found).__name__
+
+
+class OutageLog:
+    """A loop's database outage said once, a warning naming its cause without a traceback,
+    and its end once at info, however often the loop tries in between."""
+
+    def __init__(self, log: logging.Logger, who: str) -> None:
+        self.log, self.who = log, who
+        self.away = False
+
+    def failed(self, exc: BaseException) -> bool:
+        """Whether `exc` is an outage (`database_unavailable`): logged if it is a new one."""
+        if not database_unavailable(exc):
+            return False
+        if not self.away:
+            self.away = True
+            self.log.warning(
+                "%s: the database is unavailable (%s); logged again when it answers",
+                self.who,
+                unavailable_reason(exc),
+            )
+        return True
+
+    def answered(self) -> None:
+        if self.away:
+            self.away = False
+            self.log.info("%s: the database answers again", self.who)
 
 
 def _raised_in_driver(exc: BaseException) -> bool:

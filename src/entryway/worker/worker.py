@@ -25,7 +25,7 @@ from typing import Any
 from sqlalchemy.exc import SQLAlchemyError
 
 from entryway.domain.tasks import PermanentTaskError, RetryTaskError, Task
-from entryway.storage.outage import database_unavailable, unavailable_reason
+from entryway.storage.outage import OutageLog
 from entryway.storage.tasks import TaskQueue
 from entryway.waiting import woken
 
@@ -62,7 +62,7 @@ class Worker:
         self._stopping = asyncio.Event()
         self._wake = asyncio.Event()
         self._running: set[asyncio.Task[None]] = set()
-        self._database_away = False  # an outage found by a claim, not yet over
+        self._outage = OutageLog(log, f"worker {self.worker_id}")
 
     def stop(self) -> None:
         self._stopping.set()
@@ -152,22 +152,12 @@ class Worker:
                 limit=limit,
             )
         except (SQLAlchemyError, OSError) as exc:
-            # Keep the worker alive and try again at the next poll. An outage (unreachable,
+            # Keep the worker alive and try again at the next poll; an outage (unreachable,
             # out of connections, read-only) is said once, and its end once.
-            if not database_unavailable(exc):
+            if not self._outage.failed(exc):
                 log.warning("worker %s: claiming failed", self.worker_id, exc_info=True)
-            elif not self._database_away:
-                self._database_away = True
-                log.warning(
-                    "worker %s: the database is unavailable (%s); tasks wait, and this is "
-                    "logged again when it answers",
-                    self.worker_id,
-                    unavailable_reason(exc),
-                )
             return []
-        if self._database_away:
-            self._database_away = False
-            log.info("worker %s: the database answers again; claiming tasks", self.worker_id)
+        self._outage.answered()
         return claimed
 
     def _start(self, task: Task) -> None:
