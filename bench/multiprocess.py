@@ -56,7 +56,7 @@ from eth_account import Account
 
 from bench import bundler
 from bench.docs import write_section
-from bench.processes import REDIS, Cluster, cpu_seconds
+from bench.processes import REDIS, SESSIONS_EVERY_S, Cluster, cpu_seconds
 from bench.rawhttp import drive
 from entryway.chain.rpc import EthClient, JsonRpcClient
 from entryway.chain.transactor import Transactor
@@ -273,9 +273,8 @@ def report(
         "",
         f"CPU over the multi-process run, in cores: {cores(multi['cpu'])}; over the "
         f"one-process run: {cores(one['cpu'])}. PostgreSQL "
-        "sessions of the run's database, sampled every 20 ms, on average: "
-        + ", ".join(f"{k} {v:.1f}" for k, v in multi["sessions"].items())
-        + ".",
+        f"sessions of the run's database, sampled every {SESSIONS_EVERY_S * 1000:.0f} ms, on "
+        "average: " + ", ".join(f"{k} {v:.1f}" for k, v in multi["sessions"].items()) + ".",
         "",
         "| API replicas | requests/s | p50 ms | p99 ms | errors | API CPU per request | "
         "CPU, in cores |",

@@ -29,6 +29,9 @@ ENTRYWAY = str(Path(sys.executable).with_name("entryway"))
 REDIS = os.environ.get("ENTRYWAY_BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
 STOP_S = 10.0  # SIGTERM, then SIGKILL after this long
 TICK = os.sysconf("SC_CLK_TCK")
+# PostgreSQL sessions sampled this often during a multi-process run (`Cluster.sessions`): 10
+# queries a second in the load generator, enough for a mean over a run of several seconds.
+SESSIONS_EVERY_S = 0.1
 
 
 def _environment() -> dict[str, str]:
@@ -196,10 +199,14 @@ class Cluster:
             if json.loads(line) == {"leading": self.chain_id}:
                 return
 
-    async def sessions(self, until: asyncio.Event, every_s: float = 0.02) -> dict[str, float]:
+    async def sessions(
+        self, until: asyncio.Event, every_s: float = SESSIONS_EVERY_S
+    ) -> dict[str, float]:
         """Until `until` is set, the mean number of this database's sessions waiting on a
         lock, in a transaction waiting for their client, and running a statement (over the
-        samples taken: a server restart ends the sampling, it does not fail the bench)."""
+        samples taken: a server restart ends the sampling, it does not fail the bench). The
+        sampling runs in the load generator's event loop, beside the clients it times, and
+        on the measured side only: it is kept light (SESSIONS_EVERY_S)."""
         admin = await asyncpg.connect(POSTGRES)
         totals = {"waiting on a lock": 0, "in a transaction, waiting for the client": 0,
                   "running a statement": 0}  # fmt: skip
