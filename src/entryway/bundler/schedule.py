@@ -6,6 +6,9 @@ last one; ops validated just after the deadline, while a bundle can still make t
 go in a small follow-up rather than wait a block. The lead before the block covers the head
 polling period, twice the time the last bundles took to build and send, and a margin that
 grows with the interval (a slow chain's RPC and mempool are rarely faster than a devnet's).
+A follow-up may go out until the head polling period plus twice the time the last
+follow-ups took remain: a few stragglers are checked and sent far faster than the block's
+main bundle, built while the node was still busy validating the burst they came in.
 Without a steady interval: every `interval_s`, as a plain periodic bundler.
 """
 
@@ -22,6 +25,7 @@ class BundleSchedule:
         self.interval_s = interval_s
         self.head_poll_s = head_poll_s
         self._build_s = FIRST_BUILD_S
+        self._follow_up_s: float | None = None  # the same for follow-ups, once one was sent
         self._last_sent_at: float | None = None
         self._sent_for_block: int | None = None
 
@@ -37,7 +41,8 @@ class BundleSchedule:
         if self._sent_for_block is not None and block.number <= self._sent_for_block:
             # This block has its bundle: ops validated since go in a follow-up only while it
             # can still make the block (the margin after the deadline); later, next block.
-            return block.due_at - now >= self.head_poll_s + 2 * self._build_s
+            follow_up_s = self._build_s if self._follow_up_s is None else self._follow_up_s
+            return block.due_at - now >= self.head_poll_s + 2 * follow_up_s
         interval = self.clock.interval() or self.interval_s
         if block.due_at - now < self.head_poll_s:
             # Too late for this block, or it is mined and the watcher has not read it yet:
@@ -49,9 +54,16 @@ class BundleSchedule:
         """A bundle built from `started` went out at `finished`: at the schedule's deadline,
         or (not `scheduled`) early, because a full bundle's worth of ops waited; the ops
         left after an early one still go at the deadline."""
-        self._build_s = 0.7 * self._build_s + 0.3 * (finished - started)
+        took = finished - started
         if not scheduled:
+            self._build_s = 0.7 * self._build_s + 0.3 * took
             return
         self._last_sent_at = started
         block = self.clock.next_block(started)
-        self._sent_for_block = block.number if block is not None else None
+        number = block.number if block is not None else None
+        if number is not None and number == self._sent_for_block:  # a follow-up
+            previous = took if self._follow_up_s is None else self._follow_up_s
+            self._follow_up_s = 0.7 * previous + 0.3 * took
+        else:
+            self._build_s = 0.7 * self._build_s + 0.3 * took
+        self._sent_for_block = number

@@ -168,6 +168,21 @@ def test_slow_bundles_move_the_deadline_earlier() -> None:
     assert schedule.lead_s(1.0) <= 0.5  # never more than half a block
 
 
+def test_follow_ups_are_timed_by_the_follow_ups_before_them() -> None:
+    schedule = BundleSchedule(steady_clock(), interval_s=0.1, head_poll_s=POLL_S)
+    schedule.sent(9.4, 9.55)  # block 10's bundle: 0.15 s, checked while the node was busy
+    lead = schedule.lead_s(1.0)
+    assert schedule.due(9.6)
+    assert not schedule.due(9.7)  # a follow-up is assumed to take as long, for now
+    schedule.sent(9.6, 9.61)  # a follow-up of a few stragglers: 0.01 s
+    assert schedule.due(9.8)  # the next stragglers may still make block 10
+    assert not schedule.due(9.9)  # the head polling period is always left
+    assert schedule.lead_s(1.0) == lead  # the block's main bundle is timed by main bundles
+    schedule.sent(10.5, 10.7)  # block 11's bundle, slower still
+    assert schedule.due(10.85)  # its follow-ups keep their own pace
+    assert not schedule.due(10.9)
+
+
 def test_without_a_steady_interval_bundles_go_out_every_interval() -> None:
     schedule = BundleSchedule(BlockClock(), interval_s=1.0, head_poll_s=POLL_S)
     assert schedule.due(100.0)  # the first ops go out at once
