@@ -23,6 +23,7 @@ from typing import Any
 
 from entryway import contracts
 from entryway.bundler.errors import BundlerError, RpcErrorCode
+from entryway.bundler.validation.code_used import CodeUsed
 from entryway.bundler.validation.outcome import (
     MIN_VALIDITY_BLOCKS,
     MIN_VALIDITY_S,
@@ -255,6 +256,8 @@ class Validator:
         self.chain_id = chain_id
         self.settings = settings
         self.tracing = tracing
+        # Whose code each sender's last admission hashed (shared with `on_pending`'s copy).
+        self.code_used = CodeUsed()
 
     async def validate(
         self,
@@ -336,9 +339,10 @@ class Validator:
                 op, self.simulator.entry_point, self.chain_id, version=self.simulator.version
             )
         calls = validation_calls(op, op_hash, self.sender_creator)
-        simulated, replayed = await asyncio.gather(
+        simulated, replayed, read = await asyncio.gather(
             self.simulator.simulate_validation(op, extra),
             self.simulator.trace_replay(calls, extra=extra),
+            self._read_code(self.code_used.expected(op)),
             return_exceptions=True,
         )
         if isinstance(simulated, BaseException):
@@ -352,7 +356,8 @@ class Validator:
             # Simulation passed and its replay did not: trust only the full trace.
             log.warning("validation replay of %s diverged; tracing simulateValidation", op.sender)
             return await self._judged(op, extra, *await self._trace_simulation(op, extra))
-        return await self._judged(op, extra, outcome, replayed["structLogs"], calls)
+        codes = {} if isinstance(read, BaseException) else read  # read again below if needed
+        return await self._judged(op, extra, outcome, replayed["structLogs"], calls, codes)
 
     async def _trace_simulation(
         self, op: UserOperation, extra: dict[str, Any] | None
@@ -367,9 +372,11 @@ class Validator:
         outcome: ValidationOutcome,
         steps: Any,
         replayed_calls: ValidationCalls | None,
+        codes: dict[str, bytes] | None = None,
     ) -> ValidationOutcome:
         """ERC-7562 on the trace's steps; `replayed_calls` says which call they trace
-        (traceValidation with these arguments, or simulateValidation when None)."""
+        (traceValidation with these arguments, or simulateValidation when None). `codes`:
+        code hashes read beside the simulation (`CodeUsed`); the others are read after."""
         trace = parse_struct_logs(
             steps,
             entry_point=self.simulator.entry_point,
@@ -410,8 +417,15 @@ class Validator:
             for access in phase.storage
             if access.address not in (self.simulator.entry_point, op.sender)
         }
-        hashes = await self.code_hashes(_code_used(trace, op, self.simulator.entry_point))
+        used = _code_used(trace, op, self.simulator.entry_point)
+        codes = dict(codes or {})
+        codes.update(await self._read_code(used - codes.keys()))
+        self.code_used.seen(op, used)
+        hashes = tuple((a, codes[a]) for a in sorted(used))
         return replace(outcome, storage_touched=frozenset(touched), code_hashes=hashes)
+
+    async def _read_code(self, addresses: set[str]) -> dict[str, bytes]:
+        return dict(await self.code_hashes(addresses)) if addresses else {}
 
     async def code_hashes(self, addresses: set[str]) -> tuple[tuple[str, bytes], ...]:
         """keccak256 of each address's code now, in one batch."""
