@@ -219,6 +219,13 @@ class IntakeBundler(Bundler):
             and not self.receipts.recently_unmined(row.tx_hash)
         )
 
+    async def bundle_of(self, op_hash: bytes) -> str | None:
+        """The transaction the leader wrote that it sent the op in, if any."""
+        row = await self._state(op_hash)
+        if row is None or not self._ours(row) or row.status not in _SENT:
+            return None
+        return row.tx_hash
+
     async def receipt(self, op_hash: bytes, *, l1_fee: bool = True) -> dict[str, Any] | None:
         """The op's receipt, read off the bundle its intake row names, if any."""
         l1_fees = self.l1_fees if l1_fee else None

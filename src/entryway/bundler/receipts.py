@@ -309,12 +309,27 @@ class ReceiptReader:
             depth["final"] = self.finality.is_final(head, block)
         return depth
 
+    async def user_operation_in(self, op_hash: bytes, bundle: str) -> dict[str, Any] | None:
+        """The op as eth_getUserOperationByHash gives it once mined, if the transaction
+        `bundle` (one a bundler of ours sent it in) is mined and executed it: its receipt,
+        the read the receipt polls share, holds the op's event."""
+        _, receipt = await self._bundle_read(bundle)
+        if receipt is None or op_hash not in self._ops_of(receipt):
+            return None
+        return await self._op_in(op_hash, bundle, receipt["blockHash"])
+
     async def user_operation(self, op_hash: bytes) -> dict[str, Any] | None:
+        """The mined op as eth_getUserOperationByHash gives it, found by its event in the
+        logs, whoever bundled it."""
         log, _head = await self._event_log(op_hash)
         if log is None:
             return None
-        tx = await self.eth.rpc.request("eth_getTransactionByHash", [log["transactionHash"]])
-        if tx is None or tx.get("blockHash") != log["blockHash"]:
+        return await self._op_in(op_hash, log["transactionHash"], log["blockHash"])
+
+    async def _op_in(self, op_hash: bytes, tx_hash: str, block_hash: str) -> dict[str, Any] | None:
+        """The op, read off the calldata of the bundle `tx_hash` mined in `block_hash`."""
+        tx = await self.eth.rpc.request("eth_getTransactionByHash", [tx_hash])
+        if tx is None or tx.get("blockHash") != block_hash:
             return None
         codec = codec_for(self.entry_point)
         ops = codec.ops_of_bundle(hex_to_bytes(tx["input"]))

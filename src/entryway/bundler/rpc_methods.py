@@ -211,6 +211,13 @@ class BundlerRpc:
         return None
 
     async def user_operation(self, op_hash: bytes) -> dict[str, Any] | None:
+        """The op by its hash: mined in the bundle we sent it in (read as its receipt is),
+        waiting to be bundled, or mined in a bundle found by its event in the logs."""
+        bundle = await self.bundler.bundle_of(op_hash)
+        if bundle is not None:
+            mined = await self.bundler.receipts.user_operation_in(op_hash, bundle)
+            if mined is not None:
+                return mined
         pending = await self.bundler.pending_op(op_hash)
         if pending is not None:
             return {

@@ -422,6 +422,11 @@ class Bundler:
         tracked = self.tracked.get(op_hash)
         return tracked is not None and tracked.status in (OpStatus.PENDING, OpStatus.SUBMITTED)
 
+    async def bundle_of(self, op_hash: bytes) -> str | None:
+        """The transaction this bundler sent the op in, by its own account, if any."""
+        tracked = self.tracked.get(op_hash)
+        return None if tracked is None else tracked.tx_hash
+
     async def receipt(self, op_hash: bytes, *, l1_fee: bool = True) -> dict[str, Any] | None:
         """The op's receipt (with its `l1Fee` on OP-stack chains, unless not `l1_fee`), None
         while it is not mined. An op this bundler saw mined is read off its bundle."""

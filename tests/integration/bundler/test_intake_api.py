@@ -246,6 +246,12 @@ async def test_a_receipt_is_read_off_the_bundle_the_leader_said_it_sent(
     assert answer["receipt"]["transactionHash"] == tx_hash
     answer = await client.post(f"/rpc/{CHAIN}", headers=auth, json=status)
     assert answer.json()["result"]["status"] == "included"
+    by_hash = rpc("eth_getUserOperationByHash", op_hash)
+    answer = (await client.post(f"/rpc/{CHAIN}", headers=auth, json=by_hash)).json()["result"]
+    assert (answer["transactionHash"], answer["userOperation"]) == (
+        tx_hash,
+        user_operation_json(op),
+    )
     assert "eth_getLogs" not in asked
 
 

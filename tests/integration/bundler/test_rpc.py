@@ -406,3 +406,43 @@ async def test_the_ops_of_a_bundle_share_one_read_of_its_receipt(
     from_logs = [await reader.receipt(bytes.fromhex(h[2:])) for h in hashes]
     assert polled == from_logs
     assert [r["userOpHash"] for r in polled] == hashes
+
+
+async def test_an_op_we_bundled_is_found_by_hash_in_its_bundle_not_the_logs(
+    client: RpcClient, harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """eth_getUserOperationByHash of an op this bundler sent reads the bundle it was sent in
+    (the receipt polls' shared read, and the transaction), as its receipt does: the logs are
+    searched only for ops bundled elsewhere, or when the bundle does not hold the op."""
+    op = await sponsored_op(harness)
+    op_hash = await client.send(op)
+    tx_hash = await client.bundle()
+    reader = client.rpc.bundler.receipts
+    asked: list[str] = []
+    request, batch = reader.eth.rpc.request, reader.eth.rpc.batch
+
+    async def counted_request(method: str, params: Any = None, **kw: Any) -> Any:
+        asked.append(method)
+        return await request(method, params, **kw)
+
+    async def counted_batch(calls: Any) -> Any:
+        asked.extend(method for method, _ in calls)
+        return await batch(calls)
+
+    monkeypatch.setattr(reader.eth.rpc, "request", counted_request)
+    monkeypatch.setattr(reader.eth.rpc, "batch", counted_batch)
+    mined = await client.result("eth_getUserOperationByHash", op_hash)
+    assert mined["transactionHash"] == tx_hash
+    assert mined["userOperation"] == user_operation_json(op)
+    assert "eth_getLogs" not in asked and "eth_getTransactionByHash" in asked
+
+    # The same answer from the logs, as for an op another bundler sent.
+    asked.clear()
+    assert await reader.user_operation(bytes.fromhex(op_hash[2:])) == mined
+    assert "eth_getLogs" in asked
+    # A bundle that does not carry the op is not taken for the op's.
+    await client.send(await sponsored_op(harness))
+    other_tx = await client.bundle()
+    assert other_tx != tx_hash
+    assert await reader.user_operation_in(bytes.fromhex(op_hash[2:]), other_tx) is None
+    assert await reader.user_operation_in(bytes.fromhex(op_hash[2:]), tx_hash) == mined
