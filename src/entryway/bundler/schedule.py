@@ -7,8 +7,9 @@ go in a small follow-up rather than wait a block. The lead before the block cove
 polling period, twice the time the last bundles took to build and send, and a margin that
 grows with the interval (a slow chain's RPC and mempool are rarely faster than a devnet's).
 A follow-up may go out until the head polling period plus twice the time the last
-follow-ups took remain: a few stragglers are checked and sent far faster than the block's
-main bundle, built while the node was still busy validating the burst they came in.
+follow-ups took remain (at most what a main bundle takes): a few stragglers are checked and
+sent far faster than the block's main bundle, built while the node was still busy
+validating the burst they came in.
 Without a steady interval: every `interval_s`, as a plain periodic bundler.
 """
 
@@ -41,14 +42,21 @@ class BundleSchedule:
         if self._sent_for_block is not None and block.number <= self._sent_for_block:
             # This block has its bundle: ops validated since go in a follow-up only while it
             # can still make the block (the margin after the deadline); later, next block.
-            follow_up_s = self._build_s if self._follow_up_s is None else self._follow_up_s
-            return block.due_at - now >= self.head_poll_s + 2 * follow_up_s
+            return block.due_at - now >= self.head_poll_s + 2 * self._follow_up_build_s()
         interval = self.clock.interval() or self.interval_s
         if block.due_at - now < self.head_poll_s:
             # Too late for this block, or it is mined and the watcher has not read it yet:
             # either way the ops go with the next block's bundle.
             return False
         return now >= block.due_at - self.lead_s(interval)
+
+    def _follow_up_build_s(self) -> float:
+        """How long a follow-up takes to build and send: as the last ones took, never longer
+        than a main bundle (a follow-up slowed by a node's hiccup is not repeated often, and
+        its measure would otherwise shut follow-ups out for good)."""
+        if self._follow_up_s is None:
+            return self._build_s
+        return min(self._follow_up_s, self._build_s)
 
     def sent(self, started: float, finished: float, *, scheduled: bool = True) -> None:
         """A bundle built from `started` went out at `finished`: at the schedule's deadline,

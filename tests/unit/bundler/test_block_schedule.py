@@ -183,6 +183,16 @@ def test_follow_ups_are_timed_by_the_follow_ups_before_them() -> None:
     assert not schedule.due(10.9)
 
 
+def test_a_slow_follow_up_does_not_shut_the_next_ones_out() -> None:
+    schedule = BundleSchedule(steady_clock(), interval_s=0.1, head_poll_s=POLL_S)
+    schedule.sent(9.5, 9.55)  # block 10's bundle
+    schedule.sent(9.6, 12.6)  # a follow-up the node held up for 3 s
+    for block in (13, 14, 15):  # the main bundles stay quick
+        at = block - schedule.lead_s(1.0) + 0.01
+        schedule.sent(at, at + 0.05)
+    assert schedule.due(15.0 - POLL_S - 0.2)  # stragglers still get a follow-up
+
+
 def test_without_a_steady_interval_bundles_go_out_every_interval() -> None:
     schedule = BundleSchedule(BlockClock(), interval_s=1.0, head_poll_s=POLL_S)
     assert schedule.due(100.0)  # the first ops go out at once
