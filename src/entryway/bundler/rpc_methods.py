@@ -344,13 +344,16 @@ class BundlerRpc:
         entries = rep.entries()
         seen = {e.address.lower() for e in entries}
         entries += [ReputationEntry(checksum(a)) for a in sorted(rep.trusted - seen)]
+        # The standard entry's four fields; `trusted` only on a trusted entity's, so that a
+        # client reading the entries strictly (the conformance suite does) is not broken by
+        # a field of ours where no entity is trusted.
         return [
             {
                 "address": e.address,
                 "opsSeen": e.ops_seen,
                 "opsIncluded": e.ops_included,
                 "status": codes[rep.status(e.address)],
-                "trusted": rep.is_trusted(e.address),
+                **({"trusted": True} if rep.is_trusted(e.address) else {}),
             }
             for e in entries
         ]
