@@ -11,6 +11,7 @@ import pytest
 
 from entryway.bundler.rpc_methods import BundlerRpc
 from entryway.chain.rpc import JsonValue
+from entryway.chain.transport import RpcTransportError
 from entryway.domain.evm import keccak, to_hex
 from entryway.domain.userop import UserOperation
 from tests.integration.harness import ETHER, Harness
@@ -89,3 +90,25 @@ async def test_code_changed_since_is_read_as_it_is_now(
     finally:
         await harness.eth.rpc.request("anvil_setCode", [factory, to_hex(code)])
     assert again[factory] == keccak(changed) != first[factory]
+
+
+async def test_a_failed_early_read_is_made_again_after_the_trace(
+    bundler_rpc: BundlerRpc, harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The read beside the simulation is a guess made early: when the node fails it, the
+    admission reads the code after the trace as before, and records the same hashes."""
+    op = await _funded_op(harness)
+    first = await _validate(bundler_rpc, op)
+    rpc = bundler_rpc.bundler.validator.simulator.eth.rpc
+    batch = rpc.batch
+    failed: list[bool] = []
+
+    async def failing_once(calls: Sequence[tuple[str, Sequence[JsonValue]]]) -> list[JsonValue]:
+        if not failed and all(method == "eth_getCode" for method, _ in calls):
+            failed.append(True)
+            raise RpcTransportError("the node dropped the connection")
+        return await batch(calls)
+
+    monkeypatch.setattr(rpc, "batch", failing_once)
+    assert await _validate(bundler_rpc, op) == first
+    assert failed == [True]

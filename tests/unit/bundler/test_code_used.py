@@ -26,14 +26,12 @@ def test_a_sender_not_seen_yet_is_guessed_from_its_entities() -> None:
 
 
 def test_a_senders_last_admission_tells_what_its_next_will_use() -> None:
-    sender, factory, implementation = _address(1), _address(2), _address(4)
+    sender, factory, implementation = _address(0xAB), _address(2), _address(4)
     used = CodeUsed()
     used.seen(_op(sender, factory=factory), {factory, implementation})
-    assert used.expected(_op(sender.upper().replace("0X", "0x"))) == {
-        sender.upper().replace("0X", "0x"),
-        factory,
-        implementation,
-    }
+    other_case = "0x" + sender[2:].upper()  # the same sender, written otherwise
+    assert other_case != sender
+    assert used.expected(_op(other_case)) == {other_case, factory, implementation}
 
 
 def test_the_least_recently_seen_senders_are_forgotten() -> None:
