@@ -43,12 +43,20 @@ class BundleSchedule:
             # This block has its bundle: ops validated since go in a follow-up only while it
             # can still make the block (the margin after the deadline); later, next block.
             return block.due_at - now >= self.head_poll_s + 2 * self._follow_up_build_s()
-        interval = self.clock.interval() or self.interval_s
         if block.due_at - now < self.head_poll_s:
             # Too late for this block, or it is mined and the watcher has not read it yet:
             # either way the ops go with the next block's bundle.
             return False
-        return now >= block.due_at - self.lead_s(interval)
+        return now >= self._deadline(block.due_at)
+
+    def deadline(self, now: float) -> float | None:
+        """When the next block's main bundle goes out (monotonic seconds); None without a
+        steady block interval."""
+        block = self.clock.next_block(now)
+        return None if block is None else self._deadline(block.due_at)
+
+    def _deadline(self, due_at: float) -> float:
+        return due_at - self.lead_s(self.clock.interval() or self.interval_s)
 
     def _follow_up_build_s(self) -> float:
         """How long a follow-up takes to build and send: as the last ones took, never longer

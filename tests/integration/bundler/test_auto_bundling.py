@@ -67,11 +67,9 @@ async def interval_mined(
 def _before_deadline_s(bundler: Bundler) -> float:
     """How long until the bundler's deadline for the next block."""
     now = time.monotonic()
-    schedule = bundler.auto.schedule
-    block = schedule.clock.next_block(now)
-    interval = schedule.clock.interval()
-    assert block is not None and interval is not None
-    return block.due_at - schedule.lead_s(interval) - now
+    deadline = bundler.auto.schedule.deadline(now)
+    assert deadline is not None
+    return deadline - now
 
 
 async def test_ops_of_one_block_go_out_in_one_bundle_just_before_it(

@@ -153,6 +153,18 @@ def test_with_a_steady_interval_one_bundle_goes_out_just_before_each_block() -> 
     assert schedule.due(11.0 - schedule.lead_s(1.0) + 0.01)
 
 
+def test_the_deadline_is_the_moment_the_main_bundle_becomes_due() -> None:
+    schedule = BundleSchedule(steady_clock(), interval_s=0.1, head_poll_s=POLL_S)
+    deadline = schedule.deadline(9.2)
+    assert deadline is not None and 9.5 <= deadline < 10.0  # before block 10, due at 10.0
+    assert not schedule.due(deadline - 0.01)
+    assert schedule.due(deadline + 0.01)
+    schedule.sent(9.5, 9.8)  # slower bundles: the deadline moves earlier
+    later = schedule.deadline(10.2)
+    assert later is not None and later < 11.0 - (10.0 - deadline)
+    assert BundleSchedule(BlockClock(), interval_s=1.0, head_poll_s=POLL_S).deadline(9.2) is None
+
+
 def test_a_full_bundle_sent_early_leaves_the_deadline_for_the_rest() -> None:
     schedule = BundleSchedule(steady_clock(), interval_s=0.1, head_poll_s=POLL_S)
     schedule.sent(9.2, 9.25, scheduled=False)  # 64 ops were waiting: sent at once
