@@ -1,8 +1,9 @@
 """Validation of v0.6 ops by EntryPoint v0.6's own `simulateValidation` (its ValidationResult
 revert), judged by the ERC-7562 rules on its trace: a SimpleAccount's first op validates with
 the prefund v0.6 asks (three times the verification gas once a paymaster is named), a bad
-signature and an unfunded sender are refused, and an account breaking an opcode rule is refused
-where the same account without that opcode is accepted."""
+signature and an unfunded sender are refused, an account breaking an opcode rule is refused
+where the same account without that opcode is accepted, and an op whose limits pay less than it
+spends (which would revert its whole bundle) is refused on arrival."""
 
 from __future__ import annotations
 
@@ -13,7 +14,12 @@ import pytest
 from entryway.bundler.errors import BundlerError, RpcErrorCode
 from entryway.bundler.validation.rules import RuleSettings
 from entryway.bundler.validation.simulation import Validator
-from entryway.bundler.validation.simulation_v06 import SimulatorV06, sender_creator_v06
+from entryway.bundler.validation.simulation_v06 import (
+    ENTRY_POINT_V06,
+    SimulatorV06,
+    sender_creator_v06,
+)
+from entryway.chain.rpc import RpcError
 from entryway.domain.entry_points import V06, EntryPointVersion
 from entryway.domain.evm import create_address
 from entryway.domain.userop import UserOperation
@@ -113,3 +119,35 @@ async def test_an_account_breaking_an_opcode_rule_is_refused(harness: Harness) -
     assert refused.value.data == {"rule": "OP-011"}
     # Untraced, simulation alone lets it through: the trace is what refuses it.
     await (await validator(harness, tracing=False)).validate(breaking, now=await now(harness))
+
+
+async def test_an_op_whose_limits_pay_less_than_it_spends_is_refused_on_arrival(
+    harness: Harness,
+) -> None:
+    # No call data and no call gas: v0.6 makes no call, yet counts its own few hundred gas
+    # of bookkeeping around it against the op. A verification limit of exactly what
+    # validation uses passes validation, and then the op spends more than its limits pay
+    # for (the fee paid being the whole maxFeePerGas): v0.6 reverts the whole bundle, AA51.
+    roomy = await plain_account_op(harness, PAYING_ACCOUNT)
+    checker = await validator(harness)
+    outcome = await checker.validate(roomy, now=await now(harness))
+    verification_used = outcome.pre_op_gas - roomy.pre_verification_gas
+    tight = replace(
+        roomy,
+        verification_gas_limit=verification_used,
+        call_gas_limit=0,
+        max_priority_fee_per_gas=roomy.max_fee_per_gas,
+    )
+    handle_ops = ENTRY_POINT_V06.abi.encode_call(
+        "handleOps", [tight.as_v06().as_tuple()], harness.new_key().address
+    )
+    with pytest.raises(RpcError) as reverted:
+        await harness.eth.call(V06.address, handle_ops)
+    decoded = ENTRY_POINT_V06.abi.decode_error(reverted.value.revert_data or b"")
+    assert decoded is not None and "AA51" in str(decoded.args[1])  # the bundle reverts
+    with pytest.raises(BundlerError) as refused:
+        await checker.validate(tight, now=await now(harness))
+    assert refused.value.code == RpcErrorCode.REJECTED_BY_EP_OR_ACCOUNT
+    assert "AA51" in refused.value.message
+    # Validation alone passes it: the simulated execution is what refuses it.
+    await checker.validate(tight, now=await now(harness), execution=False)

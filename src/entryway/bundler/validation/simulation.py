@@ -115,6 +115,10 @@ class Simulator:
 
     # Whether `trace_replay` may stand in for a traced `simulateValidation`.
     replays = True
+    # Whether an op that validates may still revert a whole bundle when executed
+    # (`check_execution`): v0.6 only. From v0.7 on, an op whose limits pay less than it spends
+    # is charged its prefund (UserOperationPrefundTooLow) and the bundle goes through.
+    checks_execution = False
 
     def __init__(
         self, eth: EthClient, entry_point: str, version: EntryPointVersion | None = None
@@ -151,6 +155,11 @@ class Simulator:
         the op): the same bytes as the ABI encoder's, without its cost on every op."""
         data = _SIMULATE_VALIDATION + (32).to_bytes(32, "big") + op.abi_encoded()
         return await self._call("simulateValidation", data, extra)
+
+    async def check_execution(self, op: UserOperation, extra: dict[str, Any] | None) -> None:
+        """Refuse an op whose execution would revert the bundle carrying it (only where
+        `checks_execution`)."""
+        return None
 
     def validation_request(
         self, op: UserOperation, extra: dict[str, Any] | None
@@ -268,19 +277,23 @@ class Validator:
         trace: bool | None = None,
         op_hash: bytes | None = None,
         check: bool = True,
+        execution: bool = True,
     ) -> ValidationOutcome:
         """Simulate `op`'s validation; with tracing, also enforce ERC-7562. `now` is the time
         the next block may carry (the later of the wall clock and the latest block's),
         `block` the latest block's number (for v0.9's validity ranges in blocks); `op_hash`
         is the op's userOpHash if the caller has it already. Unless not `check`, the outcome
-        is then checked (`check`). An op the EntryPoint refuses on the latest block is
-        checked again on the pending one."""
+        is then checked (`check`). With `execution`, an op whose execution would revert its
+        bundle is refused too, where the release can do that (v0.6: `check_execution`,
+        simulated beside the validation). An op the EntryPoint refuses on the latest block
+        is checked again on the pending one."""
+        args = (op, now, block, trace, op_hash, check, execution)
         try:
-            return await self._validate(op, now, block, trace, op_hash, check)
+            return await self._validate(*args)
         except BundlerError as exc:
             if not self._may_pass_on_pending(exc):
                 raise
-        return await self.on_pending()._validate(op, now, block, trace, op_hash, check)
+        return await self.on_pending()._validate(*args)
 
     def _may_pass_on_pending(self, refusal: BaseException | ValidationOutcome) -> bool:
         """Whether an op refused so on the latest block is worth simulating again on the
@@ -305,15 +318,29 @@ class Validator:
         trace: bool | None,
         op_hash: bytes | None,
         check: bool,
+        execution: bool,
     ) -> ValidationOutcome:
         extra = eip7702_override(op)
         if trace if trace is not None else self.tracing:
-            outcome = await self._traced(op, extra, op_hash)
+            validation = self._traced(op, extra, op_hash)
         else:
-            outcome = _outcome(await self.simulator.simulate_validation(op, extra))
+            validation = self._untraced(op, extra)
+        if execution and self.simulator.checks_execution:
+            outcome, executed = await asyncio.gather(
+                validation, self.simulator.check_execution(op, extra), return_exceptions=True
+            )
+            if isinstance(outcome, BaseException):
+                raise outcome  # the validation's own refusal comes first
+            if isinstance(executed, BaseException):
+                raise executed
+        else:
+            outcome = await validation
         if check:
             self.check(outcome, now, block)
         return outcome
+
+    async def _untraced(self, op: UserOperation, extra: dict[str, Any] | None) -> ValidationOutcome:
+        return _outcome(await self.simulator.simulate_validation(op, extra))
 
     def check(self, outcome: ValidationOutcome, now: int, block: int | None = None) -> None:
         """`check_outcome`, validity ranges read as this EntryPoint release reads them (v0.9's
@@ -451,7 +478,11 @@ class Validator:
         requests = [self.simulator.validation_request(op, eip7702_override(op)) for op in ops]
         if any(r is None for r in requests):
             checks = asyncio.gather(
-                *(self.validate(op, now=now, block=block, trace=False) for op in ops),
+                *(
+                    # The bundle's own eth_call catches an op that would revert it.
+                    self.validate(op, now=now, block=block, trace=False, execution=False)
+                    for op in ops
+                ),
                 return_exceptions=True,
             )
             results, changes = await asyncio.gather(checks, self.changed_code(outcomes))
@@ -503,7 +534,9 @@ class Validator:
         pending = self.on_pending()
         results = await asyncio.gather(
             *(
-                pending._validate(ops[i], now, block, trace=False, op_hash=None, check=True)
+                pending._validate(
+                    ops[i], now, block, trace=False, op_hash=None, check=True, execution=False
+                )
                 for i in again
             ),
             return_exceptions=True,

@@ -28,6 +28,7 @@ from entryway.domain.userop import UserOperation
 
 _VALIDATED = ("ValidationResult", "ValidationResultWithAggregation")
 _NO_WINDOW = 0  # packed validation data of a side that sets no limits
+_ZERO_ADDRESS = "0x" + "00" * 20  # simulateHandleOp's target: no call after the op
 
 
 def sender_creator_v06(entry_point: str, code: bytes) -> str:
@@ -70,6 +71,7 @@ class SimulatorV06(Simulator):
     """`simulateValidation` of EntryPoint v0.6, answered by its revert."""
 
     replays = False
+    checks_execution = True
 
     def __init__(self, eth: EthClient, entry_point: str, *, signatures: bool = True) -> None:
         self.signatures = signatures
@@ -99,6 +101,27 @@ class SimulatorV06(Simulator):
         raise BundlerError(
             RpcErrorCode.REJECTED_BY_EP_OR_ACCOUNT, "simulateValidation returned without a result"
         )
+
+    async def check_execution(self, op: UserOperation, extra: dict[str, Any] | None) -> None:
+        """v0.6 reverts a whole bundle when an op's gas limits pay less than the op spends
+        (AA51, "prefund below actualGasCost") or its paymaster's postOp reverts after a
+        reverted call (AA50): `simulateValidation` cannot tell, as it stops before the
+        execution. `simulateHandleOp` runs both phases as `handleOps` would and reverts
+        FailedOp for such an op; an op whose call merely reverts still pays for its gas and
+        is not refused."""
+        data = ENTRY_POINT_V06.abi.encode_call(
+            "simulateHandleOp", op.as_v06().as_tuple(), _ZERO_ADDRESS, b""
+        )
+        try:
+            await self.eth.call(
+                self.entry_point, data, state_override=extra or None, block=self.block
+            )
+        except RpcError as exc:
+            decoded = ENTRY_POINT_V06.abi.decode_error(exc.revert_data or b"")
+            if decoded is not None and decoded.name == "FailedOp":
+                raise failed_op_error(decoded) from None
+            # ExecutionResult: the op runs through. Anything else (a node that answers
+            # without the revert's data) is left to the bundle's own eth_call.
 
     async def trace_validation(
         self, op: UserOperation, tracer: str | None = None, extra: dict[str, Any] | None = None
