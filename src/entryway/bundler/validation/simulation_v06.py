@@ -28,7 +28,10 @@ from entryway.domain.userop import UserOperation
 
 _VALIDATED = ("ValidationResult", "ValidationResultWithAggregation")
 _NO_WINDOW = 0  # packed validation data of a side that sets no limits
-_ZERO_ADDRESS = "0x" + "00" * 20  # simulateHandleOp's target: no call after the op
+# Who the simulated bundle pays (any address but zero, which v0.6 refuses: AA90).
+_PAYEE = "0x000000000000000000000000000000000000dEaD"
+# The refusals only an op's execution gives: the rest are validation's to judge.
+_EXECUTION_REVERTS = ("AA50", "AA51")
 
 
 def sender_creator_v06(entry_point: str, code: bytes) -> str:
@@ -103,15 +106,15 @@ class SimulatorV06(Simulator):
         )
 
     async def check_execution(self, op: UserOperation, extra: dict[str, Any] | None) -> None:
-        """v0.6 reverts a whole bundle when an op's gas limits pay less than the op spends
-        (AA51, "prefund below actualGasCost") or its paymaster's postOp reverts after a
-        reverted call (AA50): `simulateValidation` cannot tell, as it stops before the
-        execution. `simulateHandleOp` runs both phases as `handleOps` would and reverts
-        FailedOp for such an op; an op whose call merely reverts still pays for its gas and
-        is not refused."""
-        data = ENTRY_POINT_V06.abi.encode_call(
-            "simulateHandleOp", op.as_v06().as_tuple(), _ZERO_ADDRESS, b""
-        )
+        """v0.6 reverts a whole bundle when an op spends more than its gas limits pay for
+        (AA51, "prefund below actualGasCost") or its paymaster's postOp reverts after the op's
+        call reverted (AA50): `simulateValidation` cannot tell, as it stops before the
+        execution. The op is run as a bundle of its own, `handleOps([op])` by eth_call, and
+        refused when that reverts with one of those. `simulateHandleOp` would not do: it
+        spends a few gas less than `handleOps` on the same op (a smaller call, less memory),
+        enough to pass an op a bundle then reverts on. An op whose call merely reverts still
+        pays for its gas and is not refused; what validation refuses is left to it."""
+        data = ENTRY_POINT_V06.abi.encode_call("handleOps", [op.as_v06().as_tuple()], _PAYEE)
         try:
             await self.eth.call(
                 self.entry_point, data, state_override=extra or None, block=self.block
@@ -119,9 +122,9 @@ class SimulatorV06(Simulator):
         except RpcError as exc:
             decoded = ENTRY_POINT_V06.abi.decode_error(exc.revert_data or b"")
             if decoded is not None and decoded.name == "FailedOp":
-                raise failed_op_error(decoded) from None
-            # ExecutionResult: the op runs through. Anything else (a node that answers
-            # without the revert's data) is left to the bundle's own eth_call.
+                refusal = failed_op_error(decoded)
+                if refusal.message.startswith(_EXECUTION_REVERTS):
+                    raise refusal from None
 
     async def trace_validation(
         self, op: UserOperation, tracer: str | None = None, extra: dict[str, Any] | None = None
