@@ -64,6 +64,8 @@ def chosen_chains(data: object, plan: PlanName) -> list[int]:
                 f"({chain_id}) is a mainnet. Upgrade the plan to use it."
             )
         chains.append(chain_id)
+    if not chains:
+        raise AccountError("Choose at least one chain: a project runs on one chain or more.")
     return sorted(set(chains))
 
 

@@ -12,7 +12,7 @@ from fastapi import APIRouter, Path, Query, Request
 from entryway.paymaster.relay_accounting import op_usage_key
 from entryway.service import op_report
 from entryway.service.auth import CurrentCaller
-from entryway.service.chain_access import ChainGate
+from entryway.service.chain_access import ChainGate, require_chain_access
 from entryway.service.problems import Problem
 from entryway.service.refused_ops import refusal_of, refused_page
 from entryway.service.services import ChainRuntime, Services
@@ -80,11 +80,14 @@ def op_routes() -> APIRouter:
         its local node). An op only ever refused at send (`eth_sendUserOperation` answered
         with an error) is `refused`, with when, the key's prefix and the error explained,
         while the request log keeps it. Looked for on every chain of the key unless
-        `chainId` names one (free). Another project's operation is not found."""
+        `chainId` names one (free; a chain outside the key's and the project's is refused as
+        every chain-bound call is, 403 `chain_not_recognised`). Another project's operation is
+        not found."""
         services: Services = request.app.state.services
         op_hash = user_op_hash.lower()
         chains = who.key_chains & who.project_chains
         if chain_id is not None:
+            require_chain_access(who, chain_id)
             chains = chains & {chain_id}
         chain = await owning_chain(services, who.project_id, chains, op_hash)
         if chain is not None:

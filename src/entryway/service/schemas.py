@@ -184,7 +184,7 @@ class ProjectOut(Wire):
 
 class ProjectPatch(Body):
     name: Name | None = None
-    chains: Annotated[list[ChainId], Field(max_length=64)] | None = None
+    chains: ChainIds | None = None  # a project holds one chain at least
     aa_module_enabled: Flag | None = None
     low_balance_credits: CreditThreshold | None = None
     overage_budget: CreditThreshold | None = None  # null: no spending budget

@@ -52,6 +52,23 @@ async def test_project_settings_round_trip(api: Api) -> None:
     assert {k: r.json()[k] for k in patch} == patch
     r = await api.client.patch("/v1/project", headers=api.auth(), json={"owner": "me"})
     assert r.status_code == 422  # unknown fields are refused, not ignored
+    r = await api.client.patch("/v1/project", headers=api.auth(), json={"chains": []})
+    assert r.status_code == 422 and "chains" in r.json()["detail"]  # one chain at least
+    assert (await api.client.get("/v1/project", headers=api.auth())).json()["chains"] == [84532]
+
+
+async def test_an_op_looked_up_on_a_chain_outside_the_keys_is_an_unrecognised_chain(
+    api: Api,
+) -> None:
+    r = await api.client.post("/v1/keys", headers=api.auth(), json={"chains": [80002]})
+    key = r.json()["apiKey"]
+    op_hash = "0x" + "ab" * 32
+    for chain_id in (84532, 137):  # the project's but not the key's; neither's
+        r = await api.client.get(f"/v1/ops/{op_hash}?chainId={chain_id}", headers=api.auth(key))
+        assert r.status_code == 403, r.text
+        assert r.json()["code"] == "chain_not_recognised"
+    r = await api.client.get(f"/v1/ops/{op_hash}?chainId=80002", headers=api.auth(key))
+    assert (r.status_code, r.json()["code"]) == (404, "op_not_found")
 
 
 async def test_keys_are_shown_once_scoped_and_revocable(api: Api) -> None:
