@@ -293,9 +293,14 @@ async def _accept(
 
 
 async def _mine(notary: Notary, who: Caller, notarization_id: str) -> Notarization:
+    """The project's notarization, if it is on a chain of the key's (and still of the
+    project's): a key sees nothing on the chains it has no access to, as `/v1/ops` looks for
+    an op on the key's chains only."""
     found = (
         await notary.get(who.project_id, notarization_id) if len(notarization_id) <= 36 else None
     )
+    if found is not None and found.chain_id not in who.key_chains & who.project_chains:
+        found = None
     if found is None:
         raise Problem(
             404,

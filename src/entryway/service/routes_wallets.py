@@ -12,7 +12,7 @@ from pydantic import Field
 from entryway.chain.rpc import RpcError, RpcTransportError
 from entryway.domain.evm import checksum, hex_to_bytes, to_hex
 from entryway.service.auth import CurrentCaller
-from entryway.service.chain_access import NODE_RETRY_AFTER_S, ChainGate
+from entryway.service.chain_access import NODE_RETRY_AFTER_S, ChainGate, require_chain_access
 from entryway.service.problems import Problem
 from entryway.service.schemas import Body, ChainId, Wire
 from entryway.service.wallet_wiring import recovery_flow
@@ -215,6 +215,8 @@ def wallet_routes() -> APIRouter:
         flow = _flow(request)
         try:
             recovery = await flow.view(who.project_id, recovery_id, follow=False)
+            # A key sees its project's recoveries on its own chains, as its approvals do.
+            require_chain_access(who, recovery.chain_id)
             if recovery.state is RecoveryState.STARTED:
                 try:
                     await gate.usable_chain(request, who, recovery.chain_id)

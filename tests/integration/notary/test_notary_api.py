@@ -13,6 +13,7 @@ import pytest
 from sqlalchemy import select
 
 from entryway.chain.rpc import EthClient
+from entryway.domain.apikeys import KeyEnvironment
 from entryway.domain.proof import InclusionProof, document_hash, verify_offline
 from entryway.notary.verify import verify_proof
 from entryway.storage.schema import webhook_events
@@ -149,6 +150,17 @@ async def test_another_projects_notarizations_are_not_found(rig: NotaryRig) -> N
         assert answer.status_code == 404 and answer.json()["code"] == "notarization_not_found"
     unknown = await rig.client.get("/v1/notarizations/no-such-id", headers=rig.auth())
     assert unknown.status_code == 404
+    # A key of the same project whose chains do not include the notarization's sees nothing.
+    store, now = rig.services.store, datetime.now(UTC)
+    elsewhere = await store.issue_key(rig.project_id, KeyEnvironment.TEST, [84532], now)
+    for suffix in ("", "/proof", "/document"):
+        answer = await rig.client.get(
+            f"/v1/notarizations/{mine.json()['id']}{suffix}", headers=rig.auth(elsewhere.secret)
+        )
+        assert answer.status_code == 404 and answer.json()["code"] == "notarization_not_found"
+    assert (
+        await rig.client.get(f"/v1/notarizations/{mine.json()['id']}", headers=rig.auth())
+    ).status_code == 200
 
 
 async def test_chain_access_is_checked_like_every_chain_route(rig: NotaryRig) -> None:

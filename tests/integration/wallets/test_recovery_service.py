@@ -15,6 +15,7 @@ from eth_account.messages import encode_typed_data
 from eth_account.signers.local import LocalAccount
 from sqlalchemy import select
 
+from entryway.domain.apikeys import KeyEnvironment
 from entryway.domain.destinations import PRIVATE_ALLOWED
 from entryway.domain.tasks import RetryTaskError
 from entryway.domain.webhooks import EventType
@@ -32,6 +33,7 @@ from tests.integration.wallets.conftest import Service, guarded_wallet
 from tests.integration.webhooks.support import SECRETS
 
 DELAY = 2 * 24 * 3600
+BASE_SEPOLIA = 84532
 SETTINGS = RecoverySettings(receipt_wait_s=20, poll_s=0.1)
 RECOVERY_EVENTS = [e.value for e in (
     EventType.RECOVERY_STARTED, EventType.RECOVERY_FINALIZED, EventType.RECOVERY_CANCELLED,
@@ -104,6 +106,16 @@ async def test_guardians_recover_a_lost_account_through_the_api(
     assert (await client.get(f"/v1/recoveries/{rid}", headers=other)).status_code == 404
     r = await client.post(url, json=approval(g2, recovery), headers=other)
     assert (r.status_code, r.json()["code"]) == (404, "recovery_not_found")
+    # A key of the same project on another chain only: the recovery's chain is not its.
+    store, now = service.services.store, datetime.now(UTC)
+    await store.update_project(pid, chains=[CHAIN_ID, BASE_SEPOLIA])
+    elsewhere = await store.issue_key(pid, KeyEnvironment.TEST, [BASE_SEPOLIA], now)
+    other_chain = {"Authorization": f"Bearer {elsewhere.secret}"}
+    for r in (
+        await client.get(f"/v1/recoveries/{rid}", headers=other_chain),
+        await client.post(url, json=approval(g2, recovery), headers=other_chain),
+    ):
+        assert (r.status_code, r.json()["code"]) == (403, "chain_not_recognised"), r.text
 
     r = await client.post(url, json=approval(g2, recovery), headers=auth)
     starting = r.json()
