@@ -1,11 +1,10 @@
 """What one HTTP request may hold: its body's size, its JSON's nesting, and a JSON-RPC
-batch's length and heavy calls. One frozen value, made by the composition root (`entryway
-up`, `entryway bundler`) from ENTRYWAY_* variables and passed to the app; docs/api.md lists
-the defaults."""
+batch's length and heavy calls. One frozen value, made by the composition root from the
+settings (the config file's `[limits]` table, or ENTRYWAY_MAX_* variables) and passed to the
+app; docs/api.md lists the defaults."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
 from entryway.errors import ConfigurationError
@@ -34,25 +33,3 @@ class RequestLimits:
             value = getattr(self, f.name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigurationError(f"{f.name} must be a positive integer, not {value!r}")
-
-    @classmethod
-    def from_environ(cls, environ: Mapping[str, str]) -> RequestLimits:
-        """The defaults, each overridden by its ENTRYWAY_* variable when set."""
-        chosen: dict[str, int] = {}
-        for name, variable in ENVIRONMENT.items():
-            raw = environ.get(variable, "").strip()
-            if not raw:
-                continue
-            if not (raw.isascii() and raw.isdigit() and len(raw) <= 18):
-                raise ConfigurationError(f"{variable} must be a positive integer, not {raw!r}")
-            chosen[name] = int(raw)
-        return cls(**chosen)
-
-
-ENVIRONMENT = {
-    "max_body_bytes": "ENTRYWAY_MAX_BODY_BYTES",
-    "max_upload_bytes": "ENTRYWAY_MAX_UPLOAD_BYTES",
-    "max_json_depth": "ENTRYWAY_MAX_JSON_DEPTH",
-    "max_rpc_batch": "ENTRYWAY_MAX_RPC_BATCH",
-    "max_rpc_batch_heavy": "ENTRYWAY_MAX_RPC_BATCH_HEAVY",
-}
