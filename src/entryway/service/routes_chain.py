@@ -112,7 +112,7 @@ def chain_routes(prefixes: tuple[str, ...]) -> APIRouter:
             """`/get-sdk-defaults` for every chain this key may use now; chains that fail the
             access or network checks are left out (free)."""
             usable: dict[str, SdkDefaults] = {}
-            for chain_id in sorted(who.key_chains & who.project_chains):
+            for chain_id in sorted(who.chains):
                 try:
                     usable[str(chain_id)] = defaults(
                         request, await usable_chain(request, who, chain_id)

@@ -299,7 +299,7 @@ async def _mine(notary: Notary, who: Caller, notarization_id: str) -> Notarizati
     found = (
         await notary.get(who.project_id, notarization_id) if len(notarization_id) <= 36 else None
     )
-    if found is not None and found.chain_id not in who.key_chains & who.project_chains:
+    if found is not None and found.chain_id not in who.chains:
         found = None
     if found is None:
         raise Problem(

@@ -85,7 +85,7 @@ def op_routes() -> APIRouter:
         not found."""
         services: Services = request.app.state.services
         op_hash = user_op_hash.lower()
-        chains = who.key_chains & who.project_chains
+        chains = who.chains
         if chain_id is not None:
             require_chain_access(who, chain_id)
             chains = chains & {chain_id}

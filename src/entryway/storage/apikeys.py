@@ -64,6 +64,11 @@ class Caller:
     role: KeyRole = KeyRole.SERVICE
     allowlist: KeyAllowlist = ANYWHERE  # where the key may be used from
 
+    @property
+    def chains(self) -> frozenset[int]:
+        """The chains the key may reach: its own that the project still has."""
+        return self.key_chains & self.project_chains
+
 
 @dataclass(frozen=True, slots=True)
 class KeyInfo:
