@@ -122,7 +122,7 @@ async def add_entry_point(
         await sender_creator_of(eth, entry_point),
         config.rules,
         config.chain_id,
-        tracing=config.tracing,
+        mode=bundler.validator.mode,
     )
     sibling = make(eth, bundler.executors, validator, config)
     sibling.head = bundler.head  # ops to either EntryPoint arriving together share a head read

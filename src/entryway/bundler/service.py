@@ -62,7 +62,6 @@ class BundlerConfig:
     mode: BundlingMode = BundlingMode.AUTO
     auto_bundle_interval_s: float = 1.0  # between bundles where blocks come irregularly
     head_poll_s: float = 0.1  # how often the latest block number is read (auto mode)
-    tracing: bool = True
     rules: RuleSettings = field(default_factory=lambda: RuleSettings(min_stake_wei=10**18))
     sanity: SanityLimits = field(default_factory=SanityLimits)
     mempool: MempoolLimits = field(default_factory=MempoolLimits)

@@ -24,6 +24,7 @@ from entryway.bundler.rpc_methods import BundlerRpc
 from entryway.bundler.service import Bundler, BundlerConfig
 from entryway.bundler.states import BundlingMode
 from entryway.bundler.submission import TransactionManager
+from entryway.bundler.validation.modes import ValidationMode, choose_mode, describe, probe_modes
 from entryway.bundler.validation.rules import RuleSettings
 from entryway.bundler.validation.sanity import SanityLimits
 from entryway.bundler.validation.simulation import Validator
@@ -56,7 +57,13 @@ class StandaloneSettings:
     debug_rpc: bool = False
     auto_bundle_interval_s: float = 1.0
     mode: BundlingMode = BundlingMode.AUTO
-    tracing: bool = True
+    # None: the strongest mode the node serves (`validation.modes`); pinned, a node that
+    # cannot serve it stops the start.
+    validation_mode: ValidationMode | None = None
+    # Every op comes with an API key whose project answers for it (the service's intake):
+    # the node may then choose `untraced` by itself. A standalone bundler runs untraced only
+    # when pinned so.
+    accountable_ops: bool = False
     min_stake_wei: int = 10**18
     min_unstake_delay_s: int = 86_400
     beneficiary: str | None = None
@@ -116,6 +123,28 @@ async def deploy_entry_points(eth: EthClient, key: LocalAccount, chain_id: int) 
         log.info("EntryPoint v0.6 not placed: %s is not anvil", client)
 
 
+async def node_validation_mode(
+    eth: EthClient, settings: StandaloneSettings, chain_id: int
+) -> ValidationMode:
+    """The validation mode the chain runs in: the strongest its node serves, or the pinned
+    one; logged at every start with what it leaves unchecked."""
+    where = f"chain {chain_id}"
+    mode = choose_mode(await probe_modes(eth.rpc), settings.validation_mode, where=where)
+    chosen = mode is ValidationMode.UNTRACED and settings.validation_mode is None
+    if chosen and not settings.accountable_ops:
+        raise ConfigurationError(
+            f"{where}: the node serves no tracer the bundler can judge ERC-7562 by (no "
+            "debug_traceCall with erc7562Tracer, the struct logger, or callTracer and "
+            "prestateTracer); to bundle anyway, with the EntryPoint's own checks alone, "
+            "pin --validation-mode untraced"
+        )
+    if mode.complete:
+        log.info("%s: validation mode %s", where, describe(mode))
+    else:
+        log.warning("%s: validation mode %s", where, describe(mode))
+    return mode
+
+
 async def build_bundler(
     eth: EthClient, settings: StandaloneSettings, *, make: BundlerFactory = Bundler
 ) -> BundlerRpc:
@@ -124,6 +153,7 @@ async def build_bundler(
     if settings.deploy_entry_point:
         await deploy_entry_points(eth, settings.executor_keys[0], chain_id)
     await check_entry_point_code(eth, entry_point, chain_id)
+    validation_mode = await node_validation_mode(eth, settings, chain_id)
     sender_creator = await sender_creator_of(eth, entry_point)
     fee_rules = settings.fee_rules or fee_rules_for(chain_id)
     min_priority = fee_rules.min_priority_fee_per_gas
@@ -142,7 +172,6 @@ async def build_bundler(
         beneficiary=settings.beneficiary,
         mode=settings.mode,
         auto_bundle_interval_s=settings.auto_bundle_interval_s,
-        tracing=settings.tracing,
         rules=rules,
         min_priority_fee_per_gas=min_priority,
         sanity=SanityLimits.for_chain(chain_id),
@@ -155,7 +184,7 @@ async def build_bundler(
         trusted_entities=settings.trusted_entities,
     )
     validator = Validator(
-        simulator_for(eth, entry_point), sender_creator, rules, chain_id, tracing=settings.tracing
+        simulator_for(eth, entry_point), sender_creator, rules, chain_id, mode=validation_mode
     )
     executors = [TransactionManager(eth, key, chain_id) for key in settings.executor_keys]
     bundler = make(eth, executors, validator, config)

@@ -47,7 +47,14 @@ def bundler(
         ),
     ] = 1.0,
     manual: Annotated[bool, typer.Option(help="Start in manual bundling mode.")] = False,
-    tracing: Annotated[bool, typer.Option(help="Enforce ERC-7562 on a trace.")] = True,
+    validation_mode: Annotated[
+        str,
+        typer.Option(
+            help="How ERC-7562 is enforced: auto (the strongest the node serves), native "
+            "(erc7562Tracer), opcodes (struct logger), calls (callTracer and prestateTracer) "
+            "or untraced (the EntryPoint's checks alone; only when named here).",
+        ),
+    ] = "auto",
     min_stake_wei: Annotated[int, typer.Option(help="MIN_STAKE_VALUE of ERC-7562.")] = 10**18,
     min_unstake_delay: Annotated[int, typer.Option(help="MIN_UNSTAKE_DELAY, seconds.")] = 86_400,
     beneficiary: Annotated[str | None, typer.Option(help="Who receives bundle fees.")] = None,
@@ -83,6 +90,7 @@ def bundler(
 
     from entryway.bundler.standalone import StandaloneSettings, read_executor_keys
     from entryway.bundler.states import BundlingMode
+    from entryway.bundler.validation.modes import parse_mode
     from entryway.composition import request_limits
     from entryway.composition.leader import lead_until_signalled
     from entryway.composition.serving import configure_process_logging, uvicorn_options
@@ -116,6 +124,11 @@ def bundler(
     if http_port is not None:  # this bundler answers /healthz on --port
         typer.secho("error: --http-port is for a configured chain's leader (--chain N)", err=True)
         raise typer.Exit(CONFIG_EXIT)
+    try:
+        pinned_mode = parse_mode(validation_mode)
+    except EntrywayError as exc:
+        typer.secho(f"error: --validation-mode: {exc}", err=True)
+        raise typer.Exit(CONFIG_EXIT) from None
     served = entry_point or [default_entry_point]
     try:
         trusted = tuple(checksum(a) for a in trusted_entity or ())
@@ -132,7 +145,7 @@ def bundler(
         debug_rpc=debug_rpc,
         auto_bundle_interval_s=auto_bundle_interval,
         mode=BundlingMode.MANUAL if manual else BundlingMode.AUTO,
-        tracing=tracing,
+        validation_mode=pinned_mode,
         min_stake_wei=min_stake_wei,
         min_unstake_delay_s=min_unstake_delay,
         beneficiary=beneficiary,

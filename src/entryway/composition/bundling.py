@@ -21,6 +21,7 @@ from entryway.bundler.service import Bundler, BundlerConfig
 from entryway.bundler.standalone import StandaloneSettings, build_bundler
 from entryway.bundler.states import BundlingMode
 from entryway.bundler.submission import TransactionManager
+from entryway.bundler.validation.modes import parse_mode
 from entryway.bundler.validation.simulation import Validator
 from entryway.chain.rpc import EthClient
 from entryway.settings.checks import PreparedChain
@@ -47,6 +48,8 @@ def intake_bundler(engine: AsyncEngine, wake: asyncio.Event | None = None) -> Se
             entry_point=chain.deployment.entry_point,
             executor_keys=(),
             mode=BundlingMode.AUTO,  # judged as the leader will: against the base fee
+            validation_mode=parse_mode(chain.settings.validation_mode),
+            accountable_ops=True,
             fee_rules=chain.settings.fee_rules_resolved,
             block_gas_share_percent=chain.settings.bundle_block_gas_share_percent,
             trusted_entities=tuple(chain.settings.trusted_entities) + chain.deployment.own_entities,

@@ -36,6 +36,7 @@ from entryway.bundler.leader import IntakeLeader
 from entryway.bundler.service import Bundler
 from entryway.bundler.standalone import StandaloneSettings, build_bundler
 from entryway.bundler.states import BundlingMode
+from entryway.bundler.validation.modes import parse_mode
 from entryway.chain.rpc import EthClient, JsonRpcClient, RpcTransportError
 from entryway.composition.process_http import bundler_probe, operator_endpoint
 from entryway.errors import EntrywayError
@@ -141,6 +142,8 @@ async def _lead(
                 fee_rules=chain.fee_rules,
                 block_gas_share_percent=chain.block_gas_share_percent,
                 trusted_entities=chain.trusted_entities,
+                validation_mode=parse_mode(chain.validation_mode),
+                accountable_ops=True,  # the intake's ops came with API keys
             ),
         )
         bundler = bundler_rpc.bundler
@@ -201,6 +204,7 @@ def leader_chain(chain: PreparedChain) -> BundlerChain:
         chain.settings.fee_rules_resolved,
         block_gas_share_percent=chain.settings.bundle_block_gas_share_percent,
         trusted_entities=tuple(chain.settings.trusted_entities) + chain.deployment.own_entities,
+        validation_mode=chain.settings.validation_mode,
     )
 
 

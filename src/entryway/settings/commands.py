@@ -150,6 +150,7 @@ class BundlerChain:
     rpc_trace_timeout_s: float = 30.0
     block_gas_share_percent: int | None = None
     trusted_entities: tuple[str, ...] = ()  # the configured ones and the operator's own
+    validation_mode: str = "auto"  # the chain's setting (`bundler.validation.modes`)
 
 
 def bundler_chain(config: Path | None, chain_id: int) -> BundlerChain:
@@ -210,4 +211,5 @@ def bundler_chain(config: Path | None, chain_id: int) -> BundlerChain:
         rpc_trace_timeout_s=chain.rpc_trace_timeout_s,
         block_gas_share_percent=chain.bundle_block_gas_share_percent,
         trusted_entities=tuple(chain.trusted_entities) + own,
+        validation_mode=chain.validation_mode,
     )

@@ -380,6 +380,10 @@ class ChainSettings(Section):
     # Factories, paymasters and aggregators the bundler's reputation never throttles or
     # bans, beside the operator's own (docs/bundler.md, "Trusted entities", for the risk).
     trusted_entities: list[str] = Field(default_factory=list)
+    # How much of ERC-7562 the bundler enforces, by what the node traces ("auto": the
+    # strongest mode it serves; docs/bundler.md, "Validation modes"). A pinned mode the node
+    # cannot serve stops the chain at start.
+    validation_mode: Literal["auto", "native", "opcodes", "calls", "untraced"] = "auto"
     name: str | None = None
     native_token: str | None = None
     testnet: bool | None = None

@@ -54,7 +54,7 @@ def _facts(trace: ValidationTrace, entry_point: str) -> dict[str, Any]:
 
 async def _both(validator: Validator, op: UserOperation) -> tuple[ValidationTrace, ...]:
     simulator = validator.simulator
-    full = await simulator.trace("simulateValidation", op.packed())
+    full = await simulator.trace_validation(op)
     assert not full.get("failed"), "the comparison needs an op whose simulation passes"
     op_hash = user_op_hash(op, simulator.entry_point, validator.chain_id)
     calls = validation_calls(op, op_hash, validator.sender_creator)

@@ -12,6 +12,7 @@ from dataclasses import replace
 import pytest
 
 from entryway.bundler.errors import BundlerError, RpcErrorCode
+from entryway.bundler.validation.modes import ValidationMode
 from entryway.bundler.validation.rules import RuleSettings
 from entryway.bundler.validation.simulation import Validator
 from entryway.bundler.validation.simulation_v06 import (
@@ -35,7 +36,7 @@ TIMESTAMP_ACCOUNT = bytes.fromhex("4250") + PAYING_ACCOUNT
 BENEFICIARY = "0x" + "be" * 20  # who a bundle run by eth_call pays
 
 
-async def validator(h: Harness, *, tracing: bool = True) -> Validator:
+async def validator(h: Harness, *, mode: ValidationMode = ValidationMode.OPCODES) -> Validator:
     code = await h.eth.get_code(V06.address)
     rules = RuleSettings(min_stake_wei=10**18, min_unstake_delay_s=86_400)
     return Validator(
@@ -43,7 +44,7 @@ async def validator(h: Harness, *, tracing: bool = True) -> Validator:
         sender_creator_v06(V06.address, code),
         rules.for_version(EntryPointVersion.V06),
         h.chain_id,
-        tracing=tracing,
+        mode=mode,
     )
 
 
@@ -78,7 +79,9 @@ async def test_a_named_paymaster_triples_the_verification_gas_in_the_prefund(
     paymaster = create_address(harness.new_key().address, 0)  # no code: AA30
     internal = UserOperation.from_v06(op.with_paymaster_and_data(bytes.fromhex(paymaster[2:])))
     with pytest.raises(BundlerError) as refused:
-        await (await validator(harness, tracing=False)).validate(internal, now=await now(harness))
+        await (await validator(harness, mode=ValidationMode.UNTRACED)).validate(
+            internal, now=await now(harness)
+        )
     assert refused.value.code == RpcErrorCode.REJECTED_BY_PAYMASTER
     assert "AA30" in refused.value.message
 
@@ -119,7 +122,9 @@ async def test_an_account_breaking_an_opcode_rule_is_refused(harness: Harness) -
     assert refused.value.code == RpcErrorCode.BANNED_OPCODE
     assert refused.value.data == {"rule": "OP-011"}
     # Untraced, simulation alone lets it through: the trace is what refuses it.
-    await (await validator(harness, tracing=False)).validate(breaking, now=await now(harness))
+    await (await validator(harness, mode=ValidationMode.UNTRACED)).validate(
+        breaking, now=await now(harness)
+    )
 
 
 async def _bundle_reverts(h: Harness, op: UserOperation) -> str | None:

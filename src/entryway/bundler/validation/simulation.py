@@ -24,6 +24,7 @@ from typing import Any
 from entryway import contracts
 from entryway.bundler.errors import BundlerError, RpcErrorCode
 from entryway.bundler.validation.code_used import CodeUsed
+from entryway.bundler.validation.modes import ValidationMode
 from entryway.bundler.validation.outcome import (
     MIN_VALIDITY_BLOCKS,
     MIN_VALIDITY_S,
@@ -38,11 +39,8 @@ from entryway.bundler.validation.rules import (
     check,
 )
 from entryway.bundler.validation.struct_logs import decode_struct_logs
-from entryway.bundler.validation.trace import (
-    KECCAK_COLLECTOR,
-    ValidationTrace,
-    parse_struct_logs,
-)
+from entryway.bundler.validation.trace import ValidationTrace
+from entryway.bundler.validation.tracers import Parties, ValidationTracer, tracer_for
 from entryway.bundler.validation.validation_calls import ValidationCalls, validation_calls
 from entryway.chain.rpc import EthClient, RpcError
 from entryway.contracts.abi import DecodedError
@@ -187,32 +185,34 @@ class Simulator:
             raise revert_error(exc.revert_data, exc.message) from None
         return self.simulations.abi.decode_output(fn, raw)
 
-    async def trace(
-        self, fn: str, *args: Any, tracer: str | None = None, extra: dict[str, Any] | None = None
-    ) -> Any:
-        """debug_traceCall of EntryPointSimulations' `fn` at the EntryPoint."""
-        data = self.simulations.abi.encode_call(fn, *args)
-        return await self._trace(data, self.override, tracer, extra)
-
     async def trace_validation(
-        self, op: UserOperation, tracer: str | None = None, extra: dict[str, Any] | None = None
+        self,
+        op: UserOperation,
+        tracer: str | None = None,
+        extra: dict[str, Any] | None = None,
+        config: dict[str, Any] | None = None,
     ) -> Any:
         """debug_traceCall of `simulateValidation(op)` itself."""
-        return await self.trace("simulateValidation", op.packed(), tracer=tracer, extra=extra)
+        data = self.simulations.abi.encode_call("simulateValidation", op.packed())
+        return await self._trace(data, self.override, tracer, extra, config)
 
-    def traced_result(self, result: Any) -> tuple[Any, ...]:
-        """`simulateValidation`'s result from its trace, as `simulate_validation` gives it."""
-        output = hex_to_bytes(result.get("returnValue") or "0x")
-        if result.get("failed"):
+    def traced_result(self, output: bytes, failed: bool) -> tuple[Any, ...]:
+        """`simulateValidation`'s result from what its trace says it returned, as
+        `simulate_validation` gives it."""
+        if failed:
             raise revert_error(output, "simulateValidation reverted")
         return self.simulations.abi.decode_output("simulateValidation", output)
 
     async def trace_replay(
-        self, calls: ValidationCalls, tracer: str | None = None, extra: dict[str, Any] | None = None
+        self,
+        calls: ValidationCalls,
+        tracer: str | None = None,
+        extra: dict[str, Any] | None = None,
+        config: dict[str, Any] | None = None,
     ) -> Any:
         """debug_traceCall of EntrywaySimulations' `traceValidation` at the EntryPoint: the
         replay of an op's entity calls."""
-        return await self._trace(calls.calldata(), self.replay_override, tracer, extra)
+        return await self._trace(calls.calldata(), self.replay_override, tracer, extra, config)
 
     async def _trace(
         self,
@@ -220,10 +220,15 @@ class Simulator:
         override: dict[str, Any],
         tracer: str | None,
         extra: dict[str, Any] | None,
+        config: dict[str, Any] | None = None,
     ) -> Any:
+        """debug_traceCall under the override: with a named `tracer` (and its `config`), or
+        with the struct logger, its answer read lazily (`struct_logs`)."""
         options: dict[str, Any] = {"stateOverrides": {**(extra or {}), **override}}
         if tracer is not None:
             options["tracer"] = tracer
+            if config is not None:
+                options["tracerConfig"] = config
             return await self.eth.rpc.request(
                 "debug_traceCall", [self._call_object(data), self.block, options]
             )
@@ -251,6 +256,9 @@ def _outcome(result: tuple[Any, ...]) -> ValidationOutcome:
 
 
 class Validator:
+    """Validates ops by simulation and, in a traced `mode`, judges their trace by ERC-7562
+    (`modes` says what each mode enforces)."""
+
     def __init__(
         self,
         simulator: Simulator,
@@ -258,15 +266,28 @@ class Validator:
         settings: RuleSettings,
         chain_id: int,
         *,
-        tracing: bool = True,
+        mode: ValidationMode = ValidationMode.OPCODES,
     ) -> None:
         self.simulator = simulator
         self.sender_creator = sender_creator
         self.chain_id = chain_id
         self.settings = settings
-        self.tracing = tracing
+        self.mode = mode
         # Whose code each sender's last admission hashed (shared with `on_pending`'s copy).
         self.code_used = CodeUsed()
+
+    @property
+    def mode(self) -> ValidationMode:
+        return self._mode
+
+    @mode.setter
+    def mode(self, mode: ValidationMode) -> None:
+        self._tracer: ValidationTracer | None = tracer_for(mode)
+        self._mode = mode
+
+    @property
+    def tracing(self) -> bool:
+        return self._tracer is not None
 
     async def validate(
         self,
@@ -321,7 +342,7 @@ class Validator:
         execution: bool,
     ) -> ValidationOutcome:
         extra = eip7702_override(op)
-        if trace if trace is not None else self.tracing:
+        if self.tracing and trace is not False:
             validation = self._traced(op, extra, op_hash)
         else:
             validation = self._untraced(op, extra)
@@ -356,11 +377,16 @@ class Validator:
                 if access.opcode == "EXTCODECOPY" and access.result is None:
                     access.result = len(await self.simulator.eth.get_code(access.target))
 
+    def _parties(self, op: UserOperation) -> Parties:
+        return Parties(self.simulator.entry_point, self.sender_creator, op.sender, op.paymaster)
+
     async def _traced(
         self, op: UserOperation, extra: dict[str, Any] | None, op_hash: bytes | None
     ) -> ValidationOutcome:
+        tracer = self._tracer
+        assert tracer is not None  # a traced mode
         if op.is_eip7702 or not self.simulator.replays:
-            return await self._judged(op, extra, *await self._trace_simulation(op, extra))
+            return await self._traced_simulation(tracer, op, extra)
         if op_hash is None:
             op_hash = user_op_hash(
                 op, self.simulator.entry_point, self.chain_id, version=self.simulator.version
@@ -368,7 +394,7 @@ class Validator:
         calls = validation_calls(op, op_hash, self.sender_creator)
         simulated, replayed, read = await asyncio.gather(
             self.simulator.simulate_validation(op, extra),
-            self.simulator.trace_replay(calls, extra=extra),
+            tracer.replay(self.simulator, calls, self._parties(op), extra),
             self._read_code(self.code_used.expected(op)),
             return_exceptions=True,
         )
@@ -377,40 +403,34 @@ class Validator:
         if isinstance(replayed, BaseException):
             raise replayed
         outcome = _outcome(simulated)
-        # One uint256, phasesRun.
-        ran = int.from_bytes(hex_to_bytes(replayed.get("returnValue") or "0x"), "big")
-        if replayed.get("failed") or ran != calls.phases:
+        ran = int.from_bytes(replayed.output, "big")  # one uint256, phasesRun
+        if replayed.failed or ran != calls.phases:
             # Simulation passed and its replay did not: trust only the full trace.
             log.warning("validation replay of %s diverged; tracing simulateValidation", op.sender)
-            return await self._judged(op, extra, *await self._trace_simulation(op, extra))
+            return await self._traced_simulation(tracer, op, extra)
         codes = {} if isinstance(read, BaseException) else read  # read again below if needed
-        return await self._judged(op, extra, outcome, replayed["structLogs"], calls, codes)
+        return await self._judged(tracer, op, extra, outcome, replayed.trace, calls, codes)
 
-    async def _trace_simulation(
-        self, op: UserOperation, extra: dict[str, Any] | None
-    ) -> tuple[ValidationOutcome, Any, None]:
-        result = await self.simulator.trace_validation(op, extra=extra)
-        return _outcome(self.simulator.traced_result(result)), result["structLogs"], None
+    async def _traced_simulation(
+        self, tracer: ValidationTracer, op: UserOperation, extra: dict[str, Any] | None
+    ) -> ValidationOutcome:
+        traced = await tracer.simulation(self.simulator, op, self._parties(op), extra)
+        outcome = _outcome(self.simulator.traced_result(traced.output, traced.failed))
+        return await self._judged(tracer, op, extra, outcome, traced.trace, None)
 
     async def _judged(
         self,
+        tracer: ValidationTracer,
         op: UserOperation,
         extra: dict[str, Any] | None,
         outcome: ValidationOutcome,
-        steps: Any,
+        trace: ValidationTrace,
         replayed_calls: ValidationCalls | None,
         codes: dict[str, bytes] | None = None,
     ) -> ValidationOutcome:
-        """ERC-7562 on the trace's steps; `replayed_calls` says which call they trace
-        (traceValidation with these arguments, or simulateValidation when None). `codes`:
-        code hashes read beside the simulation (`CodeUsed`); the others are read after."""
-        trace = parse_struct_logs(
-            steps,
-            entry_point=self.simulator.entry_point,
-            sender_creator=self.sender_creator,
-            sender=op.sender,
-            paymaster=op.paymaster,
-        )
+        """ERC-7562 on the trace; `replayed_calls` says which call it traces (traceValidation
+        with these arguments, or simulateValidation when None). `codes`: code hashes read
+        beside the simulation (`CodeUsed`); the others are read after."""
         who = Entities(
             entry_point=self.simulator.entry_point,
             sender=op.sender,
@@ -425,15 +445,9 @@ class Validator:
         try:
             violations = check(trace, who, self.settings, context)
         except PreimagesNeeded:
-            if replayed_calls is None:
-                preimages = await self.simulator.trace_validation(
-                    op, tracer=KECCAK_COLLECTOR, extra=extra
-                )
-            else:
-                preimages = await self.simulator.trace_replay(
-                    replayed_calls, tracer=KECCAK_COLLECTOR, extra=extra
-                )
-            trace.keccak_preimages = [hex_to_bytes(p) for p in preimages]
+            trace.keccak_preimages = await tracer.preimages(
+                self.simulator, replayed_calls, op, extra
+            )
             violations = check(trace, who, self.settings, context)
         if violations:
             first = violations[0]

@@ -23,7 +23,7 @@ from entryway.chain.entry_point_v06 import answers_as_v06 as answers_as_v06
 from entryway.chain.rpc import EthClient, RpcError
 from entryway.contracts.abi import DecodedError
 from entryway.domain.entry_points import EntryPointVersion
-from entryway.domain.evm import checksum, create_address, hex_to_bytes
+from entryway.domain.evm import checksum, create_address
 from entryway.domain.userop import UserOperation
 
 _VALIDATED = ("ValidationResult", "ValidationResultWithAggregation")
@@ -127,17 +127,24 @@ class SimulatorV06(Simulator):
                     raise refusal from None
 
     async def trace_validation(
-        self, op: UserOperation, tracer: str | None = None, extra: dict[str, Any] | None = None
+        self,
+        op: UserOperation,
+        tracer: str | None = None,
+        extra: dict[str, Any] | None = None,
+        config: dict[str, Any] | None = None,
     ) -> Any:
-        return await self.trace(
-            "simulateValidation", op.as_v06().as_tuple(), tracer=tracer, extra=extra
-        )
+        data = ENTRY_POINT_V06.abi.encode_call("simulateValidation", op.as_v06().as_tuple())
+        return await self._trace(data, self.override, tracer, extra, config)
 
-    def traced_result(self, result: Any) -> tuple[Any, ...]:
-        return self.answer(hex_to_bytes(result.get("returnValue") or "0x"), "no revert")
+    def traced_result(self, output: bytes, failed: bool) -> tuple[Any, ...]:
+        return self.answer(output, "no revert")  # v0.6 always reverts, with its result
 
     async def trace_replay(
-        self, calls: ValidationCalls, tracer: str | None = None, extra: dict[str, Any] | None = None
+        self,
+        calls: ValidationCalls,
+        tracer: str | None = None,
+        extra: dict[str, Any] | None = None,
+        config: dict[str, Any] | None = None,
     ) -> Any:
         raise NotImplementedError("EntryPoint v0.6 is traced through simulateValidation")
 

@@ -1,0 +1,241 @@
+"""Validation modes: how much of ERC-7562 a bundler can enforce, by what its node can trace.
+
+The rules judge what an op's validation did (opcodes, storage, calls, code), and only a
+trace shows that. Nodes differ in what they trace:
+
+- `native`: `debug_traceCall` with geth's `erc7562Tracer` (geth 1.16+, Erigon): every rule;
+- `opcodes`: `debug_traceCall` with the default struct logger (anvil, geth, a node of one's
+  own): every rule;
+- `calls`: `debug_traceCall` with `callTracer` and `prestateTracer` only (hosted plans):
+  calls, value, code, storage by address and slot;
+- `untraced`: `eth_call` with state overrides only (public endpoints): the EntryPoint's own
+  checks, stake and reputation.
+
+`RULES` says, rule by rule, which modes enforce it; docs/bundler.md prints the same table. A
+chain's mode is the strongest its node serves (`probe_modes`), unless the settings pin one:
+then a node that cannot serve it stops the chain at start (`choose_mode`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Collection
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from entryway.chain.rpc import JsonRpcClient, RpcError, RpcTransportError
+from entryway.errors import ConfigurationError
+
+log = logging.getLogger("entryway.bundler")
+
+
+class ValidationMode(StrEnum):
+    NATIVE = "native"
+    OPCODES = "opcodes"
+    CALLS = "calls"
+    UNTRACED = "untraced"
+
+    @property
+    def traced(self) -> bool:
+        return self is not ValidationMode.UNTRACED
+
+    @property
+    def complete(self) -> bool:
+        """Whether every ERC-7562 rule is enforced."""
+        return self in (ValidationMode.NATIVE, ValidationMode.OPCODES)
+
+    @property
+    def strength(self) -> int:
+        return _ORDER.index(self)
+
+
+_ORDER = (
+    ValidationMode.UNTRACED,
+    ValidationMode.CALLS,
+    ValidationMode.OPCODES,
+    ValidationMode.NATIVE,
+)
+AUTO = "auto"  # the setting that lets the node decide
+NATIVE, OPCODES, CALLS, UNTRACED = _ORDER[::-1]
+_FULL = frozenset(_ORDER[2:])
+_CALLS = frozenset({CALLS, OPCODES, NATIVE})
+_ALL = frozenset(_ORDER)
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    rule: str
+    what: str
+    modes: frozenset[ValidationMode]
+    partly: str = ""  # what `calls` mode misses of a rule it enforces in part
+
+
+RULES: tuple[Rule, ...] = (
+    Rule("OP-011", "no environment opcodes (TIMESTAMP, NUMBER, ORIGIN, …), CREATE, INVALID, "
+         "SELFDESTRUCT", _CALLS, "only CREATE and SELFDESTRUCT, which show as frames"),
+    Rule("OP-012", "GAS only right before a *CALL", _FULL),
+    Rule("OP-013", "no unassigned opcode", _FULL),
+    Rule("OP-020", "no frame runs out of gas", _CALLS),
+    Rule("OP-031", "CREATE2 once, by the factory, for the sender", _CALLS),
+    Rule("OP-032", "the new sender's own code may CREATE", _CALLS),
+    Rule("OP-041", "no call or EXTCODE* to an address without code", _CALLS,
+         "calls only: an EXTCODE* read shows no opcode"),
+    Rule("OP-042", "the sender may be called by the factory phase before it has code", _CALLS),
+    Rule("OP-051", "EXTCODESIZE of the EntryPoint only before ISZERO", _FULL),
+    Rule("OP-052", "the EntryPoint's depositTo may be called", _CALLS),
+    Rule("OP-053", "the EntryPoint's fallback may be called (value transfer)", _CALLS),
+    Rule("OP-054", "nothing else of the EntryPoint is used", _CALLS,
+         "calls only: EXTCODE* on the EntryPoint shows no opcode"),
+    Rule("OP-061", "no CALL with value, but to the EntryPoint", _CALLS),
+    Rule("OP-062", "only the chain's supported precompiles", _CALLS),
+    Rule("OP-070", "transient storage judged as storage", _FULL),
+    Rule("OP-080", "BALANCE and SELFBALANCE only with stake", _FULL),
+    Rule("STO-010", "the sender's own storage", _CALLS),
+    Rule("STO-021", "another contract's storage only where associated with the sender", _CALLS,
+         "association proved for direct slots and mappings (indexes below 128 or the "
+         "contract's 32-byte constants); an access it cannot prove is refused"),
+    Rule("STO-022", "associated storage before the sender exists only with a staked factory",
+         _CALLS, "as STO-021"),
+    Rule("STO-031", "an entity's own storage only with stake", _CALLS),
+    Rule("STO-032", "a staked entity's associated storage in another contract", _CALLS,
+         "as STO-021"),
+    Rule("STO-033", "a staked entity reads any other contract's storage", _CALLS,
+         "a write of an unchanged value reads as a read"),
+    Rule("COD-010", "the code validation used is unchanged when the op is bundled", _CALLS),
+    Rule("EREP-050", "a paymaster returning a context is staked", _ALL),
+    Rule("SREP/UREP/EREP", "reputation, throttling and stake of senders and entities", _ALL),
+)  # fmt: skip
+
+
+def enforced_by(mode: ValidationMode) -> tuple[str, ...]:
+    return tuple(r.rule for r in RULES if mode in r.modes)
+
+
+def unchecked_by(mode: ValidationMode) -> tuple[str, ...]:
+    """The rules `mode` cannot see at all (those it sees in part are enforced)."""
+    return tuple(r.rule for r in RULES if mode not in r.modes)
+
+
+def parse_mode(value: str | None) -> ValidationMode | None:
+    """A setting's mode: None for "auto" (or unset)."""
+    if value is None or value == AUTO:
+        return None
+    try:
+        return ValidationMode(value)
+    except ValueError:
+        choices = ", ".join([AUTO, *(m.value for m in ValidationMode)])
+        raise ConfigurationError(f"validation mode {value!r}: choose one of {choices}") from None
+
+
+# A contract that reads a storage slot, so that a trace of it shows one SLOAD (any node's
+# empty account would do for the tracers alone; the read proves the struct logger keeps the
+# stack and that state overrides reach debug_traceCall).
+_PROBE_ADDRESS = "0x00000000000000000000000000000000e7e7e7e7"
+_PROBE_CODE = "0x600154506000600055" + "00"  # PUSH1 1 SLOAD POP PUSH1 0 PUSH1 0 SSTORE STOP
+_PROBE_CALL = {"to": _PROBE_ADDRESS, "data": "0x", "gas": hex(100_000)}
+_PROBE_OVERRIDE = {_PROBE_ADDRESS: {"code": _PROBE_CODE}}
+
+
+@dataclass(frozen=True, slots=True)
+class NodeTracing:
+    """What one node's `debug_traceCall` serves, as `probe_modes` found it."""
+
+    modes: frozenset[ValidationMode]
+    refusals: tuple[str, ...] = ()  # why each stronger mode is not served, for the log
+
+    @property
+    def strongest(self) -> ValidationMode:
+        return max(self.modes, key=lambda m: m.strength)
+
+
+async def _trace(rpc: JsonRpcClient, options: dict[str, Any]) -> Any:
+    params = [_PROBE_CALL, "latest", {"stateOverrides": _PROBE_OVERRIDE, **options}]
+    return await rpc.request("debug_traceCall", params, deadline_s=rpc.timeout)
+
+
+def _native_ok(answer: Any) -> bool:
+    return isinstance(answer, dict) and "usedOpcodes" in answer and "accessedSlots" in answer
+
+
+def _opcodes_ok(answer: Any) -> bool:
+    steps = answer.get("structLogs") if isinstance(answer, dict) else None
+    return isinstance(steps, list) and any(
+        s.get("op") == "SLOAD" and s.get("stack") for s in steps if isinstance(s, dict)
+    )
+
+
+def _calls_ok(call: Any, prestate: Any) -> bool:
+    return (
+        isinstance(call, dict)
+        and str(call.get("to", "")).lower() == _PROBE_ADDRESS
+        and isinstance(prestate, dict)
+        and any(k.lower() == _PROBE_ADDRESS for k in prestate)
+    )
+
+
+async def probe_modes(rpc: JsonRpcClient) -> NodeTracing:
+    """Which validation modes the node serves: one small traced call per tracer, side by
+    side. A node that answers none of them (no debug namespace, or a provider refusing it)
+    serves `untraced` only. Raises RpcTransportError when the node does not answer at all."""
+    answers = await asyncio.gather(
+        _trace(rpc, {"tracer": "erc7562Tracer"}),
+        _trace(rpc, {"disableStorage": True, "enableMemory": False, "enableReturnData": False}),
+        _trace(rpc, {"tracer": "callTracer"}),
+        _trace(rpc, {"tracer": "prestateTracer"}),
+        return_exceptions=True,
+    )
+    native, opcodes, call, prestate = answers
+    for answer in answers:
+        if isinstance(answer, RpcTransportError):
+            raise answer
+    modes = {UNTRACED}
+    refusals = []
+    checks: tuple[tuple[ValidationMode, bool, tuple[Any, ...]], ...] = (
+        (NATIVE, _native_ok(native), (native,)),
+        (OPCODES, _opcodes_ok(opcodes), (opcodes,)),
+        (CALLS, _calls_ok(call, prestate), (call, prestate)),
+    )
+    for mode, ok, given in checks:
+        if ok:
+            modes.add(mode)
+        else:
+            refusals.append(f"{mode}: {_why(given)}")
+    return NodeTracing(frozenset(modes), tuple(refusals))
+
+
+def _why(answers: Collection[Any]) -> str:
+    for answer in answers:
+        if isinstance(answer, RpcError):
+            return f"the node refused ({answer.message[:80]})"
+        if isinstance(answer, BaseException):
+            return type(answer).__name__
+    return "the answer lacks what validation reads"
+
+
+def choose_mode(
+    tracing: NodeTracing, pinned: ValidationMode | None, *, where: str
+) -> ValidationMode:
+    """The pinned mode if the node serves it, else the strongest it serves; a pinned mode the
+    node cannot serve stops the chain (`where` names it in the error)."""
+    if pinned is None:
+        return tracing.strongest
+    if pinned not in tracing.modes:
+        reasons = "; ".join(r for r in tracing.refusals if r.startswith(pinned.value))
+        raise ConfigurationError(
+            f"{where}: validation_mode {pinned.value} is pinned, but the node cannot serve it "
+            f"({reasons or 'not offered'}); it serves {tracing.strongest.value} at most"
+        )
+    return pinned
+
+
+def describe(mode: ValidationMode) -> str:
+    """One line for logs and `config check`: the mode and what it leaves unchecked."""
+    if mode.complete:
+        return f"{mode.value} (every ERC-7562 rule enforced)"
+    if mode is UNTRACED:
+        return (
+            f"{mode.value} (no ERC-7562 tracing: the EntryPoint's own checks, stake and reputation)"
+        )
+    return f"{mode.value} (not enforced: {', '.join(unchecked_by(mode))})"
