@@ -120,6 +120,8 @@ async def test_maintenance_refuses_calls_on_its_chain_until_switched_off(
         for code in await card.locator("code").all():  # addresses shortened, never broken
             assert (await code.evaluate("c => c.getClientRects().length")) == 1
         assert "off" in await card.locator("[data-check=maintenance]").inner_text()
+        validation = await card.locator("[data-check=validation-mode]").inner_text()
+        assert validation.startswith("opcodes every ERC-7562 rule enforced"), validation
         deposits = await card.locator("[data-check=deposit] li").all()
         versions = ["0.8", "0.7", "0.9", "0.6"]
         assert [await d.get_attribute("data-version") for d in deposits] == versions

@@ -164,6 +164,8 @@ async def test_config_check_passes_and_shows_no_secret(deployed: Deployed) -> No
     assert f"chain      {CHAIN_ID} base-sepolia: {deployed.rpc_url}" in out
     assert "database   sqlite+aiosqlite:///" in out
     assert "schema     run `entryway migrate`" in out  # a fresh database, not a problem
+    # What the node traces (anvil: the struct logger), and the mode that follows.
+    assert f"validation {CHAIN_ID} #1: opcodes (every ERC-7562 rule enforced) [auto]" in out
     assert out.strip().endswith("ok")
     assert ADMIN_TOKEN not in out
     for key in deployed.keys.glob("*.key"):
@@ -181,6 +183,21 @@ async def test_a_wrong_chain_id_names_the_chain_and_masks_the_url(deployed: Depl
         "not chain 80002 (polygon-amoy)"
     ) in out
     assert "url-password" not in out
+
+
+async def test_a_pinned_validation_mode_the_node_cannot_serve_is_named(
+    deployed: Deployed,
+) -> None:
+    path = config(deployed, "native", extra='validation_mode = "native"')
+    code, out = await run("config", "check", "--config", str(path))
+    assert code == 2, out
+    assert "chains[0].validation_mode: validation_mode native is pinned" in out
+    assert "it serves opcodes at most" in out
+    calls = config(deployed, "calls", extra='validation_mode = "calls"')
+    code, out = await run("config", "check", "--config", str(calls))
+    assert code == 0, out
+    assert f"validation {CHAIN_ID} #1: calls (not enforced: OP-012" in out
+    assert "[pinned]" in out
 
 
 async def test_a_missing_key_file_is_named(deployed: Deployed) -> None:

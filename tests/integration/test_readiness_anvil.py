@@ -75,9 +75,12 @@ async def test_ready_on_a_real_node_and_seen_in_metrics(
     assert answer.status_code == 200, answer.text
     checks = answer.json()["checks"]
     assert set(checks) == {"database", f"chain.{CHAIN_ID}.rpc", f"chain.{CHAIN_ID}.executors"}
-    assert checks[f"chain.{CHAIN_ID}.rpc"]["detail"].endswith(f"serves chain {CHAIN_ID}")
+    detail = checks[f"chain.{CHAIN_ID}.rpc"]["detail"]
+    assert detail.endswith(f"serves chain {CHAIN_ID}; validation mode opcodes")
     assert f'entryway_mempool_ops{{chain="{CHAIN_ID}"}} 0.0' in metrics
     assert f'entryway_bundles_sent_total{{chain="{CHAIN_ID}"}} 0.0' in metrics
+    mode = f'entryway_bundler_validation_mode{{chain="{CHAIN_ID}",mode="opcodes"}} 1.0'
+    assert mode in metrics
 
 
 async def test_not_ready_when_the_rpc_serves_another_chain_or_the_executor_is_broke(

@@ -62,7 +62,11 @@ def bundler_probe(settings: Settings, leadership: Leadership) -> ProcessProbe:
 
     async def families() -> Sequence[Metric]:
         bundler = leadership.bundler
-        led = [ChainBundler(leadership.chain_id, bundler, bundler.eth)] if bundler else []
+        led = (
+            [ChainBundler(leadership.chain_id, bundler, bundler.eth, bundler.validator.mode)]
+            if bundler
+            else []
+        )
         role = GaugeMetricFamily(
             "entryway_bundler_leader",
             "1 while this process leads the chain's bundling, 0 while it stands by.",

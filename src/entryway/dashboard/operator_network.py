@@ -1,6 +1,7 @@
 """What the operator's network page shows for each chain this service runs: whether its RPC
 answers and with which chain id, the bundler's executor balances, each paymaster's deposit
-(one paymaster per EntryPoint release) as its watcher last read it, and whether the chain is
+(one paymaster per EntryPoint release) as its watcher last read it, the validation mode its
+node allows (and the ERC-7562 rules that mode leaves unchecked), and whether the chain is
 under maintenance. Read when the page is opened, each probe bounded in time, so one dead node
 does not hold the page."""
 
@@ -11,6 +12,7 @@ from collections.abc import Awaitable
 from dataclasses import dataclass
 from datetime import datetime
 
+from entryway.bundler.validation.modes import ValidationMode, unchecked_by
 from entryway.chain.rpc import RpcError, RpcTransportError
 from entryway.dashboard.operations_pages import in_token
 from entryway.domain.networks import NETWORKS, Network
@@ -46,6 +48,8 @@ class ChainReport:
     maintenance_reason: str | None  # None: open for operations
     maintenance_since: datetime | None
     maintenance_configured: bool  # marked in the settings: only the settings lift it
+    validation_mode: ValidationMode  # how its bundler enforces ERC-7562 here
+    unchecked_rules: tuple[str, ...]  # what that mode cannot see
 
     @property
     def reachable(self) -> bool:
@@ -84,6 +88,8 @@ async def _report(services: Services, chain: ChainRuntime) -> ChainReport:
         maintenance_reason=None if closed is None else closed.reason,
         maintenance_since=None if closed is None else closed.since,
         maintenance_configured=chain.chain_id in services.maintenance.configured,
+        validation_mode=chain.rpc.bundler.validator.mode,
+        unchecked_rules=unchecked_by(chain.rpc.bundler.validator.mode),
     )
 
 

@@ -40,6 +40,7 @@ class ChainBundler:
     chain_id: int
     bundler: Bundler | None
     eth: EthClient
+    validation_mode: str | None = None  # the mode ops are validated in here, if any
 
 
 async def scraped_families(services: Services) -> list[Metric]:
@@ -84,7 +85,9 @@ async def scraped_families(services: Services) -> list[Metric]:
 
 def _chain_families(services: Services) -> list[Metric]:
     families = bundler_families(
-        ChainBundler(chain_id, _bundling_here(chain.bundling), chain.eth)
+        ChainBundler(
+            chain_id, _bundling_here(chain.bundling), chain.eth, chain.rpc.bundler.validator.mode
+        )
         for chain_id, chain in sorted(services.chains.items())
     )
     deposit = GaugeMetricFamily(
@@ -135,9 +138,17 @@ def bundler_families(chains: Iterable[ChainBundler]) -> list[Metric]:
         "Calls to a node endpoint that brought back no JSON-RPC answer.",
         labels=("chain",),
     )
+    validation = GaugeMetricFamily(
+        "entryway_bundler_validation_mode",
+        "1 for the ERC-7562 validation mode ops are validated in on the chain (native, "
+        "opcodes, calls or untraced: what its node can trace, or what the settings pin).",
+        labels=("chain", "mode"),
+    )
     for chain in chains:
         label = str(chain.chain_id)
         node.add_metric((label,), chain.eth.rpc.failures)
+        if chain.validation_mode is not None:
+            validation.add_metric((label, chain.validation_mode), 1)
         if chain.bundler is None:
             continue
         # The chain's EntryPoints' bundlers together (they share the chain's bundling loop).
@@ -150,7 +161,7 @@ def bundler_families(chains: Iterable[ChainBundler]) -> list[Metric]:
         included.add_metric((label, "reverted"), sum(c.ops_reverted for c in counts))
         dropped.add_metric((label,), sum(c.ops_dropped for c in counts))
     bundling = [mempool, bundles, gas, included, dropped]
-    return [*(f for f in bundling if f.samples), node]
+    return [*(f for f in bundling if f.samples), node, validation]
 
 
 async def task_families(queue: TaskQueue) -> list[Metric]:

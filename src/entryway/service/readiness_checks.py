@@ -87,7 +87,8 @@ async def _rpc(chain: ChainRuntime) -> str:
         raise NotReadyError(f"{where}: {exc}") from None  # the condition, not the type
     if answered != chain.chain_id:
         raise NotReadyError(f"{where} serves chain {answered}, not {chain.chain_id}")
-    return f"{where} serves chain {answered}"
+    mode = chain.rpc.bundler.validator.mode
+    return f"{where} serves chain {answered}; validation mode {mode.value}"
 
 
 async def _executors(chain: ChainRuntime, settings: ReadinessSettings) -> str:

@@ -17,6 +17,7 @@ from pydantic import BeforeValidator
 
 from entryway.bundler.errors import BundlerError, RpcErrorCode, node_failure, node_unanswered
 from entryway.bundler.rpc_batch import batch_refusal, is_heavy, limited, run_batch
+from entryway.bundler.validation.modes import unchecked_by
 from entryway.chain.rpc import RpcTransportError
 from entryway.domain.evm import checksum, to_hex
 from entryway.domain.networks import NETWORKS
@@ -67,6 +68,7 @@ def chain_routes(prefixes: tuple[str, ...]) -> APIRouter:
     def defaults(request: Request, chain: ChainRuntime) -> SdkDefaults:
         network = NETWORKS[chain.chain_id]
         base = str(request.base_url).rstrip("/")
+        mode = chain.rpc.bundler.validator.mode
         return SdkDefaults(
             chain_id=chain.chain_id,
             network=network.name,
@@ -89,6 +91,8 @@ def chain_routes(prefixes: tuple[str, ...]) -> APIRouter:
             paymaster_v06=chain.deployment.paymaster_v06,
             simple_account_factory_v06=chain.deployment.simple_account_factory_v06,
             simple_7702_account=chain.deployment.simple_7702_account,
+            validation_mode=mode.value,
+            unchecked_rules=list(unchecked_by(mode)),
         )
 
     for prefix in prefixes:

@@ -112,6 +112,10 @@ class SdkDefaults(Wire):
     simple_account_factory_v06: str | None = None
     # The code an EIP-7702 EOA delegates to (eth-infinitism's Simple7702Account).
     simple_7702_account: str
+    # How the bundler enforces ERC-7562 on the chain (native, opcodes, calls or untraced:
+    # docs/bundler.md, "Validation modes"), and the rules that mode leaves unchecked.
+    validation_mode: str = "opcodes"
+    unchecked_rules: list[str] = []
 
 
 class SdkDefaultsList(Wire):

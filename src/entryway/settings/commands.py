@@ -115,6 +115,7 @@ def config_check(
     """Check the settings as a start of that process would: each problem on a line naming
     its key (exit 2), else a summary with secrets masked (exit 0)."""
     from entryway.settings.checks import bundler_problems, preflight, schema_problems, summary
+    from entryway.settings.validation_modes import validation_report
 
     settings = settings_of(config)
     if process is Process.BUNDLER:
@@ -123,9 +124,13 @@ def config_check(
         offline = False
     else:
         problems = list(asyncio.run(preflight(settings, online=not offline)).problems)
+    modes: list[str] = []
+    if not offline and not problems:  # what each node can trace, and the mode that follows
+        modes, wrong = asyncio.run(validation_report(settings))
+        problems += wrong
     if problems:
         fail(problems)
-    for line in summary(settings, bundler=process is Process.BUNDLER):
+    for line in [*summary(settings, bundler=process is Process.BUNDLER), *modes]:
         typer.echo(line)
     if not offline:  # a fresh database is fine here: `migrate` comes next
         behind = asyncio.run(schema_problems(settings))

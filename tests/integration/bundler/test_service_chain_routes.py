@@ -204,6 +204,8 @@ async def test_network_connection_problems_list_the_failed_checks(
     services.maintenance.configured.clear()
     r = await client.get("/get-sdk-defaults", params={"chainId": CHAIN}, headers=auth)
     assert r.status_code == 200 and r.json()["chainId"] == CHAIN
+    # anvil serves the struct logger: every ERC-7562 rule enforced
+    assert r.json()["validationMode"] == "opcodes" and r.json()["uncheckedRules"] == []
     listed = (await client.get("/sdk-defaults", headers=auth)).json()["chains"]
     assert list(listed) == [str(CHAIN)]  # the unhealthy chains are left out
 

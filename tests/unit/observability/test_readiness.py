@@ -11,9 +11,12 @@ from typing import Any, cast
 
 import pytest
 
+from entryway.bundler.validation.modes import ValidationMode
 from entryway.observability.readiness import NotReadyError, Readiness
 from entryway.service.readiness_checks import ReadinessSettings, service_checks
 from entryway.service.services import ChainRuntime, Services
+
+OPCODES = SimpleNamespace(mode=ValidationMode.OPCODES)  # the validator the node allows
 
 
 class FakeClock:
@@ -84,7 +87,7 @@ class FakeEth:
 
 def fake_chain(chain_id: int, *, serves: int, balance: int = 10**18) -> ChainRuntime:
     executor = SimpleNamespace(address="0x" + "11" * 20)
-    rpc = SimpleNamespace(bundler=SimpleNamespace(executors=[executor]))
+    rpc = SimpleNamespace(bundler=SimpleNamespace(executors=[executor], validator=OPCODES))
     return ChainRuntime(
         chain_id,
         "https://user:pw@node.example.org/v2/KEY",
