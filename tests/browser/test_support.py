@@ -111,7 +111,7 @@ async def test_a_network_request_reaches_the_operator_and_the_answer_reaches_its
                   "within 72 hours"):  # fmt: skip
         assert shown in text, shown
     must_offer = await mine.locator(".provider-must-offer").inner_text()
-    assert must_offer == "debug_traceCall, eth_feeHistory"
+    assert must_offer == "eth_call with state overrides, debug_traceCall, eth_feeHistory"
     await screenshots(page, "support")
 
     operator_context = await browser.new_context(viewport=DESKTOP)  # type: ignore[arg-type]
@@ -125,7 +125,8 @@ async def test_a_network_request_reaches_the_operator_and_the_answer_reaches_its
         seen = await request.inner_text()
         for shown in ("Gnosis", "100", "10200", "Payroll in a stable-fee currency", "open"):
             assert shown in seen, shown
-        assert "RPC provider must offer\ndebug_traceCall, eth_feeHistory" in seen
+        offers = "eth_call with state overrides, debug_traceCall, eth_feeHistory"
+        assert f"RPC provider must offer\n{offers}" in seen
         await screenshots(operator, "operator-support")
         await operator.get_by_label(f"Answer to {email}").fill(
             "Gnosis is planned: we write by March."

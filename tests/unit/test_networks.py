@@ -70,10 +70,11 @@ def test_each_network_names_its_teams_public_rpc_with_its_limits() -> None:
         assert "not production" in endpoint.limits
 
 
-def test_a_provider_must_offer_tracing_and_fee_history() -> None:
+def test_a_provider_must_offer_overrides_tracing_and_fee_history() -> None:
     methods = dict(PROVIDER_REQUIREMENTS)
-    assert set(methods) == {"debug_traceCall", "eth_feeHistory"}
-    assert "ERC-7562" in methods["debug_traceCall"]
+    assert set(methods) == {"eth_call with state overrides", "debug_traceCall", "eth_feeHistory"}
+    assert "erc7562Tracer" in methods["debug_traceCall"]
+    assert "callTracer and prestateTracer" in methods["debug_traceCall"]
 
 
 def test_entryway_networks_lists_the_public_rpcs() -> None:

@@ -124,6 +124,7 @@ async def add_entry_point(
         config.chain_id,
         mode=bundler.validator.mode,
     )
+    validator.node_modes = bundler.validator.node_modes  # one node, one mode
     sibling = make(eth, bundler.executors, validator, config)
     sibling.head = bundler.head  # ops to either EntryPoint arriving together share a head read
     bundler.auto.join(sibling)  # each block's bundles, one per EntryPoint, built together

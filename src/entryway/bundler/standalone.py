@@ -24,7 +24,13 @@ from entryway.bundler.rpc_methods import BundlerRpc
 from entryway.bundler.service import Bundler, BundlerConfig
 from entryway.bundler.states import BundlingMode
 from entryway.bundler.submission import TransactionManager
-from entryway.bundler.validation.modes import ValidationMode, choose_mode, describe, probe_modes
+from entryway.bundler.validation.modes import (
+    NodeModes,
+    ValidationMode,
+    choose_mode,
+    describe,
+    probe_modes,
+)
 from entryway.bundler.validation.rules import RuleSettings
 from entryway.bundler.validation.sanity import SanityLimits
 from entryway.bundler.validation.simulation import Validator
@@ -185,6 +191,13 @@ async def build_bundler(
     )
     validator = Validator(
         simulator_for(eth, entry_point), sender_creator, rules, chain_id, mode=validation_mode
+    )
+    validator.node_modes = NodeModes(
+        eth.rpc,
+        validation_mode,
+        settings.validation_mode,
+        accountable_ops=settings.accountable_ops,
+        where=f"chain {chain_id}",
     )
     executors = [TransactionManager(eth, key, chain_id) for key in settings.executor_keys]
     bundler = make(eth, executors, validator, config)

@@ -179,6 +179,12 @@ class JsonRpcClient:
         return results
 
     @property
+    def answering_endpoint(self) -> int:
+        """The configured index of the endpoint that answered last (0 until one has): a
+        failover shows as a change, for what depends on the node's abilities."""
+        return self._transport.answering
+
+    @property
     def unreachable(self) -> bool:
         """No endpoint answered its last call: the node is down (or hung) until one does."""
         return self._transport.unreachable

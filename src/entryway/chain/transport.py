@@ -85,6 +85,7 @@ class NodeTransport:
         self._timeout = self._deadline(timeout)
         self._session: aiohttp.ClientSession | None = None  # made in the loop that uses it
         self.failures = 0  # exchanges that brought no answer, for the service's metrics
+        self.answering = first_index  # the index of the endpoint that answered last
 
     def _deadline(self, timeout: float) -> aiohttp.ClientTimeout:
         return aiohttp.ClientTimeout(total=timeout, sock_connect=min(self.connect_timeout, timeout))
@@ -167,6 +168,7 @@ class NodeTransport:
                 continue
             self.pool.answered(endpoint)
             self.outages.answered(endpoint.index)
+            self.answering = endpoint.index
             return answer
 
     async def _exchange(

@@ -79,9 +79,15 @@ class PublicRpc:
 # every request for an additional network).
 PROVIDER_REQUIREMENTS: tuple[tuple[str, str], ...] = (
     (
+        "eth_call with state overrides",
+        "the bundler simulates each UserOperation's validation with the EntryPoint's "
+        "simulation code in place",
+    ),
+    (
         "debug_traceCall",
-        "with state overrides: the bundler validates each UserOperation under the ERC-7562 "
-        "rules by tracing its validation",
+        "with geth's erc7562Tracer or the struct logger for every ERC-7562 rule, or with "
+        "callTracer and prestateTracer for those rules their output shows (without it, the "
+        "bundler enforces the EntryPoint's own checks only)",
     ),
     (
         "eth_feeHistory",

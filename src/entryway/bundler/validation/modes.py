@@ -239,3 +239,79 @@ def describe(mode: ValidationMode) -> str:
             f"{mode.value} (no ERC-7562 tracing: the EntryPoint's own checks, stake and reputation)"
         )
     return f"{mode.value} (not enforced: {', '.join(unchecked_by(mode))})"
+
+
+class NodeModes:
+    """A chain's validation mode, kept in step with the node endpoint answering: when reads
+    fail over to another URL, that node is probed and the mode follows what it can trace
+    (a failover to a weaker node weakens validation with it, and says so). A pinned mode the
+    new node cannot serve, or an unpinned fall to `untraced` where ops are not accountable,
+    refuses validation until a capable endpoint answers again."""
+
+    def __init__(
+        self,
+        rpc: JsonRpcClient,
+        mode: ValidationMode,
+        pinned: ValidationMode | None,
+        *,
+        accountable_ops: bool,
+        where: str,
+    ) -> None:
+        self.rpc = rpc
+        self.mode: ValidationMode | None = mode  # None: the answering node cannot serve
+        self.pinned = pinned
+        self.accountable_ops = accountable_ops
+        self.where = where
+        self.refusal = ""
+        self._endpoint = rpc.answering_endpoint
+        self._probing: asyncio.Lock = asyncio.Lock()
+
+    async def current(self) -> ValidationMode:
+        """The mode to validate in now; ConfigurationError while the answering node cannot
+        serve one."""
+        if self.rpc.answering_endpoint != self._endpoint:
+            async with self._probing:
+                if self.rpc.answering_endpoint != self._endpoint:
+                    await self._probe()
+        if self.mode is None:
+            raise ConfigurationError(self.refusal)
+        return self.mode
+
+    async def _probe(self) -> None:
+        endpoint = self.rpc.answering_endpoint
+        tracing = await probe_modes(self.rpc)
+        self._endpoint = endpoint  # probed: the next change is the next failover
+        before = self.mode
+        try:
+            mode = choose_mode(tracing, self.pinned, where=self.where)
+        except ConfigurationError as exc:
+            self.mode, self.refusal = None, str(exc)
+            log.error("%s: endpoint #%d now answers; %s", self.where, endpoint + 1, exc)
+            return
+        if mode is UNTRACED and self.pinned is None and not self.accountable_ops:
+            self.mode = None
+            self.refusal = f"{self.where}: the node now answering serves no tracer; ops refused"
+            log.error("%s (endpoint #%d)", self.refusal, endpoint + 1)
+            return
+        self.mode = mode
+        if mode != before:
+            log.warning(
+                "%s: endpoint #%d now answers; validation mode %s", self.where, endpoint + 1,
+                describe(mode),
+            )  # fmt: skip
+
+
+def rules_table() -> str:
+    """`RULES` as the Markdown table docs/bundler.md prints (a test holds the two equal)."""
+    marks = {True: "yes", False: "—"}
+    head = "| rule | what | native | opcodes | calls | untraced |"
+    rows = [head, "|---|---|---|---|---|---|"]
+    for r in RULES:
+        cells = []
+        for mode in (NATIVE, OPCODES, CALLS, UNTRACED):
+            cell = marks[mode in r.modes]
+            if mode is CALLS and r.partly and mode in r.modes:
+                cell = f"in part: {r.partly}"
+            cells.append(cell)
+        rows.append(f"| {r.rule} | {r.what} | {' | '.join(cells)} |")
+    return "\n".join(rows)

@@ -24,7 +24,7 @@ from typing import Any
 from entryway import contracts
 from entryway.bundler.errors import BundlerError, RpcErrorCode
 from entryway.bundler.validation.code_used import CodeUsed
-from entryway.bundler.validation.modes import ValidationMode
+from entryway.bundler.validation.modes import NodeModes, ValidationMode
 from entryway.bundler.validation.outcome import (
     MIN_VALIDITY_BLOCKS,
     MIN_VALIDITY_S,
@@ -47,6 +47,7 @@ from entryway.contracts.abi import DecodedError
 from entryway.domain.entry_points import EntryPointVersion, release, version_at
 from entryway.domain.evm import hex_to_bytes, keccak, to_hex
 from entryway.domain.userop import UserOperation, user_op_hash
+from entryway.errors import ConfigurationError
 
 log = logging.getLogger("entryway.bundler")
 SIMULATIONS = contracts.load("EntryPointSimulations")
@@ -273,6 +274,8 @@ class Validator:
         self.chain_id = chain_id
         self.settings = settings
         self.mode = mode
+        # Where set, the mode follows the node answering (a failover to a weaker node).
+        self.node_modes: NodeModes | None = None
         # Whose code each sender's last admission hashed (shared with `on_pending`'s copy).
         self.code_used = CodeUsed()
 
@@ -309,12 +312,25 @@ class Validator:
         simulated beside the validation). An op the EntryPoint refuses on the latest block
         is checked again on the pending one."""
         args = (op, now, block, trace, op_hash, check, execution)
+        await self._follow_node()
         try:
             return await self._validate(*args)
         except BundlerError as exc:
             if not self._may_pass_on_pending(exc):
                 raise
         return await self.on_pending()._validate(*args)
+
+    async def _follow_node(self) -> None:
+        """The mode the node now answering serves (`NodeModes`); refused while it serves none
+        this chain may validate in."""
+        if self.node_modes is None:
+            return
+        try:
+            mode = await self.node_modes.current()
+        except ConfigurationError as exc:
+            raise BundlerError(RpcErrorCode.INTERNAL_ERROR, str(exc)) from None
+        if mode is not self.mode:
+            self.mode = mode
 
     def _may_pass_on_pending(self, refusal: BaseException | ValidationOutcome) -> bool:
         """Whether an op refused so on the latest block is worth simulating again on the
