@@ -8,7 +8,9 @@ EntryPoint's UserOperationEvent and the bundle's transaction receipt say.
 
 Hardhat's `debug_traceCall` ignores state overrides and takes no named tracer
 (docs/devnets.md, "A second node implementation"), so the bundler runs `--no-tracing`: the
-EntryPoint's own checks, without ERC-7562's."""
+EntryPoint's own checks, without ERC-7562's. It is started with `--deploy-entry-point` too:
+on a node that is not anvil it leaves EntryPoint v0.6 alone rather than copy code into place
+with `anvil_setCode`, which Hardhat refuses."""
 
 from __future__ import annotations
 
@@ -167,7 +169,10 @@ async def test_gasless_flow_on_hardhat(tmp_path: Path) -> None:
     async with hardhat_node(CHAIN_ID, funder) as url:
         keys = await funded_keys(url, funder, tmp_path)
         await deploy(url, keys)
-        async with bundler(url, keys, "--no-tracing") as bundler_url, JsonRpcClient(url) as rpc:
+        async with (
+            bundler(url, keys, "--no-tracing", "--deploy-entry-point") as bundler_url,
+            JsonRpcClient(url) as rpc,
+        ):
             eth = EthClient(rpc)
             h = harness_for(Deployed(url, tmp_path, keys), eth)
             client = BundlerClient(bundler_url, h.deployment.entry_point)
