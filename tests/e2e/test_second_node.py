@@ -2,9 +2,10 @@
 started here as Base Sepolia with one funded account and nothing of Entryway's. Every other
 account is funded by a plain transfer, as on a real chain; `entryway deploy` puts the
 contracts on it and `entryway bundler` serves it, both as an operator runs them. Then a
-wallet is deployed by its first op, the wallet pays for a second op itself, and a third op
-from a new, empty wallet is paid by the deployed paymaster: each is included, as the
-EntryPoint's UserOperationEvent and the bundle's transaction receipt say.
+wallet is deployed by its first op, the wallet pays for a second op itself (its gas limits
+estimated by the bundler), and a third op from a new, empty wallet is paid by the deployed
+paymaster: each is included, as the EntryPoint's UserOperationEvent and the bundle's
+transaction receipt say.
 
 Hardhat's `debug_traceCall` ignores state overrides and takes no named tracer
 (docs/devnets.md, "A second node implementation"), so the bundler runs `--no-tracing`: the
@@ -19,6 +20,7 @@ import os
 import signal
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -189,11 +191,21 @@ async def test_gasless_flow_on_hardhat(tmp_path: Path) -> None:
             assert await eth.get_code(first.sender)
             await assert_mined(eth, receipt)
 
-            # The deployed wallet pays for an op that moves value out of it.
+            # The deployed wallet pays for an op that moves value out of it, its gas limits
+            # the bundler's estimate, as a wallet asks for them.
             recipient = h.new_key().address
             moved = ACCOUNT.encode_call("execute", recipient, 12_345, b"")
             second = await h.build_op(owner.address, moved)
             assert second.factory is None
+            limits = await client.call(
+                "eth_estimateUserOperationGas", user_operation_json(second), client.entry_point
+            )
+            second = replace(
+                second,
+                pre_verification_gas=int(limits["preVerificationGas"], 16),
+                verification_gas_limit=int(limits["verificationGasLimit"], 16),
+                call_gas_limit=int(limits["callGasLimit"], 16),
+            )
             receipt = await client.included(h.sign(second, owner))
             assert receipt["success"] is True, receipt
             assert await eth.get_balance(recipient) == 12_345
