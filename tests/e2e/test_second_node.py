@@ -8,10 +8,11 @@ paymaster: each is included, as the EntryPoint's UserOperationEvent and the bund
 transaction receipt say.
 
 Hardhat's `debug_traceCall` ignores state overrides and takes no named tracer
-(docs/devnets.md, "A second node implementation"), so the bundler runs `--no-tracing`: the
-EntryPoint's own checks, without ERC-7562's. It is started with `--deploy-entry-point` too:
-on a node that is not anvil it leaves EntryPoint v0.6 alone rather than copy code into place
-with `anvil_setCode`, which Hardhat refuses."""
+(docs/devnets.md, "A second node implementation"): the bundler's probe finds no tracer it can
+judge by, and a standalone bundler then starts only when told to run untraced
+(`--validation-mode untraced`): the EntryPoint's own checks, without ERC-7562's. It is
+started with `--deploy-entry-point` too: on a node that is not anvil it leaves EntryPoint
+v0.6 alone rather than copy code into place with `anvil_setCode`, which Hardhat refuses."""
 
 from __future__ import annotations
 
@@ -44,6 +45,8 @@ ROOT = Path(__file__).parents[2]
 HARDHAT = ROOT / "node_modules" / ".bin" / "hardhat"
 CONFIG = ROOT / "tests" / "node" / "hardhat.config.cjs"
 DEADLINE_S = 30.0
+
+UNTRACED = ("--validation-mode", "untraced")
 
 
 @asynccontextmanager
@@ -172,7 +175,9 @@ async def test_gasless_flow_on_hardhat(tmp_path: Path) -> None:
         keys = await funded_keys(url, funder, tmp_path)
         await deploy(url, keys)
         async with (
-            bundler(url, keys, "--no-tracing", "--deploy-entry-point") as bundler_url,
+            bundler(
+                url, keys, "--validation-mode", "untraced", "--deploy-entry-point"
+            ) as bundler_url,
             JsonRpcClient(url) as rpc,
         ):
             eth = EthClient(rpc)

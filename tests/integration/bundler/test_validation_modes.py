@@ -37,6 +37,7 @@ def _settings(devnet: Devnet, mode: ValidationMode | None) -> StandaloneSettings
     ("pinned", "runs"),
     [
         (None, ValidationMode.OPCODES),
+        (ValidationMode.CALLS, ValidationMode.CALLS),
         (ValidationMode.UNTRACED, ValidationMode.UNTRACED),
     ],
 )

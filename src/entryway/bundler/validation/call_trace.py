@@ -79,7 +79,9 @@ CALLS_MODE_RULES: Mapping[str, str] = {
     "OP-061": "",
     "OP-062": "",
     "STO-010": "",
-    "STO-021": "persistent storage; association proved only as the module says (else refused)",
+    "STO-021": "persistent storage; association proved for mappings keyed by the entity at a "
+    "slot below 128 or at a 32-byte constant of the contract's code (ERC-7201), any other "
+    "access refused",
     "STO-022": "as STO-021",
     "STO-031": "a contract's slots are judged in every phase it ran in",
     "STO-032": "as STO-021",

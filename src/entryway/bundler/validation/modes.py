@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from entryway.bundler.validation.call_trace import CALLS_MODE_RULES, CALLS_MODE_UNCHECKED
 from entryway.chain.rpc import JsonRpcClient, RpcError, RpcTransportError
 from entryway.errors import ConfigurationError
 
@@ -59,53 +60,70 @@ _ORDER = (
 )
 AUTO = "auto"  # the setting that lets the node decide
 NATIVE, OPCODES, CALLS, UNTRACED = _ORDER[::-1]
-_FULL = frozenset(_ORDER[2:])
-_CALLS = frozenset({CALLS, OPCODES, NATIVE})
-_ALL = frozenset(_ORDER)
 
 
 @dataclass(frozen=True, slots=True)
 class Rule:
     rule: str
     what: str
-    modes: frozenset[ValidationMode]
-    partly: str = ""  # what `calls` mode misses of a rule it enforces in part
+    untraced: bool = False  # enforced without a trace (by simulation's result, or reputation)
+    native_gap: str = ""  # what geth's erc7562Tracer output leaves out of it, if anything
+
+    @property
+    def modes(self) -> frozenset[ValidationMode]:
+        modes = {NATIVE, OPCODES}
+        if self.rule in CALLS_MODE_RULES:
+            modes.add(CALLS)
+        if self.untraced:
+            modes |= {CALLS, UNTRACED}
+        return frozenset(modes)
+
+    def cell(self, mode: ValidationMode) -> str:
+        """Whether `mode` enforces the rule, and what of it it misses or how it sees it."""
+        if mode not in self.modes:
+            return "—"
+        missed = self.native_gap if mode is NATIVE else ""
+        if mode is CALLS:
+            missed = CALLS_MODE_UNCHECKED.get(self.rule, "")
+            seen = CALLS_MODE_RULES.get(self.rule, "")
+            if not missed and seen and not seen.startswith("partly"):
+                return f"yes: {seen}"
+        return f"in part: not {missed}" if missed else "yes"
 
 
+_BEFORE_RETURN = "one right before RETURN or REVERT, which the tracer does not report"
 RULES: tuple[Rule, ...] = (
-    Rule("OP-011", "no environment opcodes (TIMESTAMP, NUMBER, ORIGIN, …), CREATE, INVALID, "
-         "SELFDESTRUCT", _CALLS, "only CREATE and SELFDESTRUCT, which show as frames"),
-    Rule("OP-012", "GAS only right before a *CALL", _FULL),
-    Rule("OP-013", "no unassigned opcode", _FULL),
-    Rule("OP-020", "no frame runs out of gas", _CALLS),
-    Rule("OP-031", "CREATE2 once, by the factory, for the sender", _CALLS),
-    Rule("OP-032", "the new sender's own code may CREATE", _CALLS),
-    Rule("OP-041", "no call or EXTCODE* to an address without code", _CALLS,
-         "calls only: an EXTCODE* read shows no opcode"),
-    Rule("OP-042", "the sender may be called by the factory phase before it has code", _CALLS),
-    Rule("OP-051", "EXTCODESIZE of the EntryPoint only before ISZERO", _FULL),
-    Rule("OP-052", "the EntryPoint's depositTo may be called", _CALLS),
-    Rule("OP-053", "the EntryPoint's fallback may be called (value transfer)", _CALLS),
-    Rule("OP-054", "nothing else of the EntryPoint is used", _CALLS,
-         "calls only: EXTCODE* on the EntryPoint shows no opcode"),
-    Rule("OP-061", "no CALL with value, but to the EntryPoint", _CALLS),
-    Rule("OP-062", "only the chain's supported precompiles", _CALLS),
-    Rule("OP-070", "transient storage judged as storage", _FULL),
-    Rule("OP-080", "BALANCE and SELFBALANCE only with stake", _FULL),
-    Rule("STO-010", "the sender's own storage", _CALLS),
-    Rule("STO-021", "another contract's storage only where associated with the sender", _CALLS,
-         "association proved for direct slots and mappings (indexes below 128 or the "
-         "contract's 32-byte constants); an access it cannot prove is refused"),
-    Rule("STO-022", "associated storage before the sender exists only with a staked factory",
-         _CALLS, "as STO-021"),
-    Rule("STO-031", "an entity's own storage only with stake", _CALLS),
-    Rule("STO-032", "a staked entity's associated storage in another contract", _CALLS,
-         "as STO-021"),
-    Rule("STO-033", "a staked entity reads any other contract's storage", _CALLS,
-         "a write of an unchanged value reads as a read"),
-    Rule("COD-010", "the code validation used is unchanged when the op is bundled", _CALLS),
-    Rule("EREP-050", "a paymaster returning a context is staked", _ALL),
-    Rule("SREP/UREP/EREP", "reputation, throttling and stake of senders and entities", _ALL),
+    Rule("OP-011", "no environment opcode (TIMESTAMP, NUMBER, ORIGIN, …), CREATE, INVALID, "
+         "SELFDESTRUCT"),
+    Rule("OP-012", "GAS only right before a *CALL", native_gap=_BEFORE_RETURN),
+    Rule("OP-013", "no unassigned opcode"),
+    Rule("OP-020", "no frame runs out of gas"),
+    Rule("OP-031", "CREATE2 once, by the factory, for the sender"),
+    Rule("OP-032", "the new sender's own code may CREATE"),
+    Rule("OP-033", "a staked factory may CREATE and CREATE2"),
+    Rule("OP-041", "no call or EXTCODE* to an address without code", native_gap=_BEFORE_RETURN),
+    Rule("OP-042", "the sender may be called by the factory phase before it has code"),
+    Rule("OP-051", "EXTCODESIZE of the EntryPoint only before ISZERO"),
+    Rule("OP-052", "the EntryPoint's depositTo may be called"),
+    Rule("OP-053", "the EntryPoint's fallback may be called (value transfer)"),
+    Rule("OP-054", "nothing else of the EntryPoint is used", native_gap=_BEFORE_RETURN),
+    Rule("OP-061", "no CALL with value, but to the EntryPoint"),
+    Rule("OP-062", "only the chain's supported precompiles"),
+    Rule("OP-070", "transient storage judged as storage"),
+    Rule("OP-080", "BALANCE and SELFBALANCE only with stake"),
+    Rule("STO-010", "the sender's own storage"),
+    Rule("STO-021", "another contract's storage only where associated with the sender"),
+    Rule("STO-022", "associated storage before the sender exists only with a staked factory"),
+    Rule("STO-031", "an entity's own storage only with stake"),
+    Rule("STO-032", "a staked entity's associated storage in another contract"),
+    Rule("STO-033", "a staked entity reads any other contract's storage"),
+    Rule("STO-040", "an entity's address is not used as another op's sender"),
+    Rule("STO-041", "a sender's associated storage is not another op's sender"),
+    Rule("COD-010", "the code validation used is unchanged when the op is bundled"),
+    Rule("EREP-050", "a paymaster returning a context is staked", untraced=True),
+    Rule("EREP-060", "a staked factory's sender may CREATE2, as may the factory"),
+    Rule("SREP/UREP/EREP", "reputation, throttling and stake of senders and entities",
+         untraced=True),
 )  # fmt: skip
 
 
@@ -303,15 +321,11 @@ class NodeModes:
 
 def rules_table() -> str:
     """`RULES` as the Markdown table docs/bundler.md prints (a test holds the two equal)."""
-    marks = {True: "yes", False: "—"}
-    head = "| rule | what | native | opcodes | calls | untraced |"
-    rows = [head, "|---|---|---|---|---|---|"]
+    rows = [
+        "| rule | what | native | opcodes | calls | untraced |",
+        "|---|---|---|---|---|---|",
+    ]
     for r in RULES:
-        cells = []
-        for mode in (NATIVE, OPCODES, CALLS, UNTRACED):
-            cell = marks[mode in r.modes]
-            if mode is CALLS and r.partly and mode in r.modes:
-                cell = f"in part: {r.partly}"
-            cells.append(cell)
+        cells = [r.cell(mode) for mode in (NATIVE, OPCODES, CALLS, UNTRACED)]
         rows.append(f"| {r.rule} | {r.what} | {' | '.join(cells)} |")
     return "\n".join(rows)

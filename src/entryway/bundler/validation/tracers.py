@@ -9,10 +9,13 @@ the op's result comes from the simulation; the trace only shows what validation 
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from entryway.bundler.validation.call_trace import calls_trace
 from entryway.bundler.validation.modes import ValidationMode
+from entryway.bundler.validation.native_trace import parse_native_trace
 from entryway.bundler.validation.trace import (
     KECCAK_COLLECTOR,
     ValidationTrace,
@@ -140,13 +143,125 @@ def _read_struct_logs(result: Any, parties: Parties) -> TracedCall:
     return TracedCall(trace, output, bool(result.get("failed")))
 
 
+class NativeTracer:
+    """`native`: geth's `erc7562Tracer`, one call whose answer carries every fact and the
+    KECCAK256 inputs (`native_trace`). No `tracerConfig`: its `ignoredOpcodes` would replace
+    a default list that hides none of the opcodes the rules watch."""
+
+    mode = ValidationMode.NATIVE
+    name = "erc7562Tracer"
+
+    async def replay(
+        self,
+        simulator: TracingSimulator,
+        calls: ValidationCalls,
+        parties: Parties,
+        extra: dict[str, Any] | None,
+    ) -> TracedCall:
+        return _read_native(await simulator.trace_replay(calls, self.name, extra), parties)
+
+    async def simulation(
+        self,
+        simulator: TracingSimulator,
+        op: UserOperation,
+        parties: Parties,
+        extra: dict[str, Any] | None,
+    ) -> TracedCall:
+        return _read_native(await simulator.trace_validation(op, self.name, extra), parties)
+
+    async def preimages(
+        self,
+        simulator: TracingSimulator,
+        calls: ValidationCalls | None,
+        op: UserOperation,
+        extra: dict[str, Any] | None,
+    ) -> list[bytes]:
+        return []  # the trace carried them all
+
+
+def _read_native(frame: Any, parties: Parties) -> TracedCall:
+    trace = parse_native_trace(
+        frame,
+        entry_point=parties.entry_point,
+        sender_creator=parties.sender_creator,
+        sender=parties.sender,
+        paymaster=parties.paymaster,
+    )
+    return TracedCall(trace, _output(frame), bool(frame.get("error")))
+
+
+def _output(frame: Any) -> bytes:
+    return hex_to_bytes(frame.get("output") or "0x")
+
+
+class CallTracers:
+    """`calls`: what hosted providers sell, `callTracer` and `prestateTracer` (plain, and in
+    diff mode for the writes), three calls side by side (`call_trace` says what they show and
+    what they cannot)."""
+
+    mode = ValidationMode.CALLS
+    _TRACERS: tuple[tuple[str, dict[str, Any] | None], ...] = (
+        ("callTracer", None),
+        ("prestateTracer", None),
+        ("prestateTracer", {"diffMode": True}),
+    )
+
+    async def replay(
+        self,
+        simulator: TracingSimulator,
+        calls: ValidationCalls,
+        parties: Parties,
+        extra: dict[str, Any] | None,
+    ) -> TracedCall:
+        answers = await asyncio.gather(
+            *(simulator.trace_replay(calls, t, extra, config) for t, config in self._TRACERS)
+        )
+        frame, prestate, diff = answers
+        return _read_calls(frame, prestate, diff, parties)
+
+    async def simulation(
+        self,
+        simulator: TracingSimulator,
+        op: UserOperation,
+        parties: Parties,
+        extra: dict[str, Any] | None,
+    ) -> TracedCall:
+        answers = await asyncio.gather(
+            *(simulator.trace_validation(op, t, extra, config) for t, config in self._TRACERS)
+        )
+        frame, prestate, diff = answers
+        return _read_calls(frame, prestate, diff, parties)
+
+    async def preimages(
+        self,
+        simulator: TracingSimulator,
+        calls: ValidationCalls | None,
+        op: UserOperation,
+        extra: dict[str, Any] | None,
+    ) -> list[bytes]:
+        return []  # the trace carried its guesses; no node here can say more
+
+
+def _read_calls(frame: Any, prestate: Any, diff: Any, parties: Parties) -> TracedCall:
+    trace = calls_trace(
+        frame,
+        prestate,
+        diff,
+        entry_point=parties.entry_point,
+        sender_creator=parties.sender_creator,
+        sender=parties.sender,
+        paymaster=parties.paymaster,
+    )
+    return TracedCall(trace, _output(frame), bool(frame.get("error")))
+
+
+_TRACERS: dict[ValidationMode, ValidationTracer] = {
+    ValidationMode.NATIVE: NativeTracer(),
+    ValidationMode.OPCODES: StructLogTracer(),
+    ValidationMode.CALLS: CallTracers(),
+}
+
+
 def tracer_for(mode: ValidationMode) -> ValidationTracer | None:
     """The tracer of a traced mode; None for `untraced`."""
-    tracers: dict[ValidationMode, ValidationTracer] = {
-        ValidationMode.OPCODES: StructLogTracer(),
-    }
-    if mode is ValidationMode.UNTRACED:
-        return None
-    if mode not in tracers:
-        raise NotImplementedError(f"validation mode {mode.value} is not built yet")
-    return tracers[mode]
+    return _TRACERS.get(mode)
