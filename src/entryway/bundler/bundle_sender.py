@@ -16,6 +16,7 @@ from entryway import contracts
 from entryway.bundler.bundling import BUNDLE_OVERHEAD_GAS, select_bundle
 from entryway.bundler.errors import BundlerError, RpcErrorCode
 from entryway.bundler.mempool import MempoolEntry
+from entryway.bundler.reverted import RevertedBundles
 from entryway.bundler.states import BundlingMode, OpStatus, Tracked
 from entryway.bundler.submission import (
     Attempt,
@@ -67,6 +68,7 @@ class BundleSender:
         # The gas of the bundles chosen while the head was this block number: together they
         # stay within the block gas limit.
         self._sent_at_head = (-1, 0)
+        self.reverted = RevertedBundles(bundler)
 
     def idle_executor(self) -> TransactionManager | None:
         return next((e for e in self.bundler.executors if e.idle), None)
@@ -324,6 +326,9 @@ class BundleSender:
             return
         finally:
             self._in_flight.pop(first_hash, None)
+        if not receipt.succeeded:
+            await self.reverted.blame(receipt, ops, tx.attempts)
+            return
         self._record(receipt, ops, tx.attempts)
 
     def _record(

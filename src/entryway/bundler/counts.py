@@ -13,3 +13,4 @@ class BundlerCounts:
     ops_included: int = 0  # in a mined bundle, their execution succeeded
     ops_reverted: int = 0  # in a mined bundle, their execution reverted (the gas was paid)
     ops_dropped: int = 0  # left the mempool without a bundle: expired, failed a check, lost
+    bundles_reverted: int = 0  # mined, yet reverted whole: an op's validation failed on chain

@@ -133,6 +133,12 @@ def bundler_families(chains: Iterable[ChainBundler]) -> list[Metric]:
         "before bundling, or their bundle was dropped).",
         labels=("chain",),
     )
+    reverted = CounterMetricFamily(
+        "entryway_bundles_reverted",
+        "Bundles mined reverted whole: an op's validation passed before sending and failed on "
+        "chain (its op failed and is blamed; the others went back to the mempool).",
+        labels=("chain",),
+    )
     node = CounterMetricFamily(
         "entryway_node_rpc_failures",
         "Calls to a node endpoint that brought back no JSON-RPC answer.",
@@ -160,7 +166,8 @@ def bundler_families(chains: Iterable[ChainBundler]) -> list[Metric]:
         included.add_metric((label, "succeeded"), sum(c.ops_included for c in counts))
         included.add_metric((label, "reverted"), sum(c.ops_reverted for c in counts))
         dropped.add_metric((label,), sum(c.ops_dropped for c in counts))
-    bundling = [mempool, bundles, gas, included, dropped]
+        reverted.add_metric((label,), sum(c.bundles_reverted for c in counts))
+    bundling = [mempool, bundles, gas, included, dropped, reverted]
     return [*(f for f in bundling if f.samples), node, validation]
 
 
