@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Self
 
+from entryway.chain.limits import BatchCap, LogRange, refusal
 from entryway.chain.retry import RetryPolicy
 from entryway.chain.transport import NODE_MALFORMED, Decoder, NodeTransport
 from entryway.chain.transport import RpcTransportError as RpcTransportError
@@ -79,6 +80,11 @@ class JsonRpcClient:
     and comes back (once each per outage, never with the endpoint's URL): "endpoint #n" is
     the n-th URL of the chain's list, counted from `first_endpoint` + 1 for a client made
     for part of that list.
+
+    Provider limits: `max_batch` caps the calls one JSON-RPC batch carries (None: no cap
+    until the node refuses one; see `chain.limits`), `max_log_range` the blocks one
+    `eth_getLogs` covers (None: likewise). Both are lowered, and kept,
+    when the node refuses a request over a smaller limit.
     """
 
     def __init__(
@@ -91,6 +97,8 @@ class JsonRpcClient:
         retry: RetryPolicy | None = None,
         chain_id: int | None = None,
         first_endpoint: int = 0,
+        max_batch: int | None = None,
+        max_log_range: int | None = None,
     ) -> None:
         urls = (url,) if isinstance(url, str) else tuple(url)
         self.retry = retry or RetryPolicy()
@@ -107,6 +115,8 @@ class JsonRpcClient:
         self.urls = urls
         self.url = urls[0]  # the preferred endpoint
         self._ids = itertools.count(1)
+        self.batch_cap = BatchCap(max_batch)
+        self.log_range = LogRange(max_log_range)
 
     async def request(
         self,
@@ -147,9 +157,29 @@ class JsonRpcClient:
         self, calls: Sequence[tuple[str, Sequence[JsonValue]]]
     ) -> list[JsonValue | RpcError]:
         """As `batch`, but a call the node answers with an error gives its RpcError in its
-        place instead of raising (a batch of simulations, some of which revert)."""
-        if not calls:
-            return []
+        place instead of raising (a batch of simulations, some of which revert).
+
+        Sent in batches of at most `batch_cap` calls; a batch of reads the node refuses for
+        its size is sent again in smaller ones (down to one call at a time), a batch with a
+        write in it never: its refusal raises."""
+        results: list[JsonValue | RpcError] = []
+        while len(results) < len(calls):
+            done = len(results)
+            chunk = calls[done : done + self.batch_cap.size(len(calls) - done)]
+            answered = await self._chunk(chunk)
+            if answered is not None:
+                results.extend(answered)
+        return results
+
+    async def _chunk(
+        self, calls: Sequence[tuple[str, Sequence[JsonValue]]]
+    ) -> list[JsonValue | RpcError] | None:
+        """One batch's outcomes; None when the node refused it and the cap was lowered."""
+        if len(calls) == 1 and self.batch_cap.limit == 1:
+            try:
+                return [await self.request(*calls[0])]
+            except RpcError as error:
+                return [error]
         first = next(self._ids)
         for _ in range(len(calls) - 1):
             next(self._ids)
@@ -162,8 +192,12 @@ class JsonRpcClient:
         answers = await self._transport.post(
             payload, idempotent=idempotent, deadline_s=self.trace_timeout if traced else None
         )
-        if isinstance(answers, dict) and "error" in answers:
-            raise RpcError.from_answer(answers["error"])  # e.g. batches are not served
+        refused = refusal(answers, len(calls))
+        if refused is not None:
+            if not idempotent:
+                raise RpcError.from_answer(refused)  # a write's batch is never sent again
+            self.batch_cap.refused(len(calls), str(refused.get("message", "")))
+            return None
         if not isinstance(answers, list):
             raise _malformed("a batch answered with a single object")
         by_id = {a.get("id"): a for a in answers if isinstance(a, dict)}
