@@ -13,6 +13,7 @@ from entryway.chain.limits import BatchCap, LogRange, refusal
 from entryway.chain.retry import RetryPolicy
 from entryway.chain.transport import NODE_MALFORMED, Decoder, NodeTransport
 from entryway.chain.transport import RpcTransportError as RpcTransportError
+from entryway.chain.unserved import FallbackNotices, is_unserved
 from entryway.domain.evm import checksum, hex_to_bytes, to_hex
 from entryway.errors import EntrywayError
 
@@ -25,6 +26,7 @@ log = logging.getLogger("entryway.chain")
 # its callers). Traces of a whole validation take longer on a busy node: their own bound.
 RPC_TIMEOUT_S = 5.0
 TRACE_TIMEOUT_S = 30.0
+FEE_HISTORY_BLOCKS = 5  # blocks whose median tips make a suggestion where none is served
 _TRACES = frozenset({"debug_traceCall", "debug_traceTransaction"})
 
 
@@ -293,10 +295,13 @@ def _call_object(to: str | None, data: bytes, sender: str | None, value: int) ->
 
 
 class EthClient:
-    """The `eth_*` methods Entryway needs, typed, over one JSON-RPC client."""
+    """The `eth_*` methods Entryway needs, typed, over one JSON-RPC client. Where a node does
+    not serve a method or tag and a sensible answer exists without it, the answer falls
+    back to one (`chain.unserved`), said once in the log."""
 
     def __init__(self, rpc: JsonRpcClient) -> None:
         self.rpc = rpc
+        self.notices = FallbackNotices()
 
     async def chain_id(self, *, deadline_s: float | None = None) -> int:
         return int(await self.rpc.request("eth_chainId", deadline_s=deadline_s), 16)
@@ -318,7 +323,44 @@ class EthClient:
         return result
 
     async def max_priority_fee(self) -> int:
-        return int(await self.rpc.request("eth_maxPriorityFeePerGas"), 16)
+        """The node's suggested tip; where it does not serve eth_maxPriorityFeePerGas, the
+        median of the latest blocks' median tips (eth_feeHistory), else eth_gasPrice less
+        the latest base fee."""
+        try:
+            return int(await self.rpc.request("eth_maxPriorityFeePerGas"), 16)
+        except RpcError as error:
+            if not is_unserved(error.code, error.message):
+                raise
+        self.notices.say("eth_maxPriorityFeePerGas", "tips from eth_feeHistory")
+        try:
+            history = await self.rpc.request(
+                "eth_feeHistory", [hex(FEE_HISTORY_BLOCKS), "latest", [50]]
+            )
+            tips = sorted(int(r[0], 16) for r in history.get("reward") or () if r)
+            if tips:
+                return tips[len(tips) // 2]
+        except RpcError as error:
+            if not is_unserved(error.code, error.message):
+                raise
+            self.notices.say("eth_feeHistory", "eth_gasPrice less the base fee for tips")
+        base_fee = int((await self.get_block("latest")).get("baseFeePerGas", "0x0"), 16)
+        return max(int(await self.rpc.request("eth_gasPrice"), 16) - base_fee, 0)
+
+    async def settled_block(self, tag: str, depth: int) -> dict[str, Any]:
+        """The block the node calls `tag` ("safe" or "finalized"); where it does not serve
+        the tag, the block `depth` confirmations deep (its own counting as the first)."""
+        try:
+            block: dict[str, Any] | None = await self.rpc.request(
+                "eth_getBlockByNumber", [tag, False]
+            )
+            if block is not None:
+                return block
+        except RpcError as error:
+            if not is_unserved(error.code, error.message):
+                raise
+        self.notices.say(f'the "{tag}" block tag', f"the block {depth} confirmations deep")
+        latest = await self.block_number()
+        return await self.get_block(hex(max(latest - depth + 1, 0)))
 
     async def call(
         self,
