@@ -19,8 +19,8 @@ METHOD_NOT_FOUND = -32601
 # "method not found", "unsupported method", "not implemented"; for tags, "unknown block",
 # "invalid block tag", "invalid block number".
 _UNSERVED = re.compile(
-    r"does not exist|not available|not found|not supported|unsupported|not implemented"
-    r"|unknown block|invalid block (tag|number)",
+    r"does not exist|not available|method not found|not supported|unsupported|not implemented"
+    r"|unknown block|block not found|invalid block (tag|number)",
     re.IGNORECASE,
 )
 
