@@ -156,18 +156,16 @@ class ReceiptReader:
         if self._head >= 0 and self.eth.rpc.log_range.limit is None:
             start = max(self._head - self.lookback_blocks, 0)
             window = {**topics, "fromBlock": hex(start), "toBlock": "latest"}
-            head, found = await self.eth.rpc.batch_outcomes(
-                [("eth_blockNumber", []), ("eth_getLogs", [window])]
-            )
-            if isinstance(head, RpcError):
-                raise head
-            latest = int(head, 16)
-            if not isinstance(found, RpcError):
-                logs = found
-            elif is_range_refusal(found.message):
-                self.eth.rpc.log_range.refused(latest - start + 1, found.message)
-            else:
-                raise found
+            try:
+                head, logs = await self.eth.rpc.batch(
+                    [("eth_blockNumber", []), ("eth_getLogs", [window])]
+                )
+                latest = int(head, 16)
+            except RpcError as error:
+                if not is_range_refusal(error.message):
+                    raise
+                latest = await self.eth.block_number()
+                self.eth.rpc.log_range.refused(latest - start + 1, error.message)
         else:
             latest = await self.eth.block_number()
         if logs is None:

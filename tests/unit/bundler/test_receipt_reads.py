@@ -64,7 +64,7 @@ class Node(JsonRpcClient):
     ) -> Any:
         return self.answer(method, params)
 
-    async def batch_outcomes(self, calls: Sequence[tuple[str, Sequence[Any]]]) -> list[Any]:
+    async def batch(self, calls: Sequence[tuple[str, Sequence[Any]]]) -> list[Any]:
         return [self.answer(m, p) for m, p in calls]
 
 
