@@ -10,9 +10,10 @@ by a reorg disappears with it. Two reads are shared rather than repeated per op:
   under way, and a read that found the bundle not mined answers them all for
   BUNDLE_READ_REUSE_S after;
 - any other op is found by its UserOperationEvent log (the head and the log search in one
-  batch), and its bundle's transaction receipt is kept under the block hash the log names: a
-  bundle of 100 ops has one receipt of several hundred logs, and a receipt under a given
-  block hash never changes.
+  batch; on a node that caps log queries, in pages back from the head), and its bundle's
+  transaction receipt is kept under the block hash the log names: a bundle of 100 ops has
+  one receipt of several hundred logs, and a receipt under a given block hash never
+  changes.
 
 A bundle's logs are split among its ops once (`index_bundle`, one pass, kept under the
 transaction and block hash like the receipt): each of its ops' receipts then takes its own
@@ -40,7 +41,9 @@ from entryway import contracts
 from entryway.bundler.gas.l1fee import L1FeeQuoter
 from entryway.bundler.op_codec import codec_for
 from entryway.chain.finality import Finality
-from entryway.chain.rpc import EthClient
+from entryway.chain.limits import is_range_refusal
+from entryway.chain.logs import newest_logs
+from entryway.chain.rpc import EthClient, RpcError
 from entryway.domain.eip7702 import delegate_of
 from entryway.domain.evm import hex_to_bytes, to_hex
 from entryway.domain.userop import user_op_hash
@@ -143,24 +146,31 @@ class ReceiptReader:
     async def _event_log(self, op_hash: bytes) -> tuple[dict[str, Any] | None, int]:
         """The op's UserOperationEvent log, if any, and the head it was looked for from.
 
-        After the first read, the head and the logs come in one batch: the lookback window
-        starts from the head read last time, which can only make it a few blocks wider."""
-
-        def query(latest: int) -> tuple[str, list[Any]]:
-            window = {
-                "address": self.entry_point,
-                "topics": [to_hex(USER_OP_EVENT), to_hex(op_hash)],
-                "fromBlock": hex(max(latest - self.lookback_blocks, 0)),
-                "toBlock": "latest",
-            }
-            return ("eth_getLogs", [window])
-
-        if self._head < 0:
-            latest = await self.eth.block_number()
-            logs = await self.eth.rpc.request(*query(latest))
+        On a node with no known cap on log queries (`chain.limits`), after the first read
+        the head and the logs come in one batch: the lookback window starts from the head
+        read last time, which can only make it a few blocks wider. On a capped node, or one
+        that refuses that query, the window is read in pages back from the head
+        (`chain.logs.newest_logs`): a recent op's log costs one page."""
+        topics = {"address": self.entry_point, "topics": [to_hex(USER_OP_EVENT), to_hex(op_hash)]}
+        logs: list[dict[str, Any]] | None = None
+        if self._head >= 0 and self.eth.rpc.log_range.limit is None:
+            start = max(self._head - self.lookback_blocks, 0)
+            window = {**topics, "fromBlock": hex(start), "toBlock": "latest"}
+            try:
+                head, logs = await self.eth.rpc.batch(
+                    [("eth_blockNumber", []), ("eth_getLogs", [window])]
+                )
+                latest = int(head, 16)
+            except RpcError as error:
+                if not is_range_refusal(error.message):
+                    raise
+                latest = await self.eth.block_number()
+                self.eth.rpc.log_range.refused(latest - start + 1, error.message)
         else:
-            head, logs = await self.eth.rpc.batch([("eth_blockNumber", []), query(self._head)])
-            latest = int(head, 16)
+            latest = await self.eth.block_number()
+        if logs is None:
+            start = max(latest - self.lookback_blocks, 0)
+            logs = await newest_logs(self.eth, topics, start, latest)
         self._head = max(self._head, latest)
         return (logs[-1] if logs else None), latest
 

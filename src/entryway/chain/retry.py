@@ -57,6 +57,10 @@ class RetryPolicy:
     the same again. Any other answer that is not JSON-RPC (a 401, an HTML page) fails the
     endpoint at once: the next one may be configured right.
 
+    - HTTP 429 is the exception for every call, writes included: the provider refused it
+      before it ran, so it is tried again after `backoff(n)` or the `Retry-After` the
+      provider named, whichever is longer, as long as that wait ends within the call's
+      deadline (`chain.transport`).
     - A read gets up to `attempts` tries of an endpoint, sleeping `backoff(n)` between them;
       then that endpoint is marked failed and the next one takes over, without delay. A
       timeout ends an endpoint's turn at once: a node that let one call hang for the whole

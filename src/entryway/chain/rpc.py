@@ -9,9 +9,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Self
 
+from entryway.chain.limits import BatchCap, LogRange, refusal
 from entryway.chain.retry import RetryPolicy
 from entryway.chain.transport import NODE_MALFORMED, Decoder, NodeTransport
 from entryway.chain.transport import RpcTransportError as RpcTransportError
+from entryway.chain.unserved import FallbackNotices, is_unserved
 from entryway.domain.evm import checksum, hex_to_bytes, to_hex
 from entryway.errors import EntrywayError
 
@@ -24,6 +26,7 @@ log = logging.getLogger("entryway.chain")
 # its callers). Traces of a whole validation take longer on a busy node: their own bound.
 RPC_TIMEOUT_S = 5.0
 TRACE_TIMEOUT_S = 30.0
+FEE_HISTORY_BLOCKS = 5  # blocks whose median tips make a suggestion where none is served
 _TRACES = frozenset({"debug_traceCall", "debug_traceTransaction"})
 
 
@@ -79,6 +82,11 @@ class JsonRpcClient:
     and comes back (once each per outage, never with the endpoint's URL): "endpoint #n" is
     the n-th URL of the chain's list, counted from `first_endpoint` + 1 for a client made
     for part of that list.
+
+    Provider limits: `max_batch` caps the calls one JSON-RPC batch carries (None: no cap
+    until the node refuses one; see `chain.limits`), `max_log_range` the blocks one
+    `eth_getLogs` covers (None: likewise). Both are lowered, and kept,
+    when the node refuses a request over a smaller limit.
     """
 
     def __init__(
@@ -91,6 +99,8 @@ class JsonRpcClient:
         retry: RetryPolicy | None = None,
         chain_id: int | None = None,
         first_endpoint: int = 0,
+        max_batch: int | None = None,
+        max_log_range: int | None = None,
     ) -> None:
         urls = (url,) if isinstance(url, str) else tuple(url)
         self.retry = retry or RetryPolicy()
@@ -107,6 +117,8 @@ class JsonRpcClient:
         self.urls = urls
         self.url = urls[0]  # the preferred endpoint
         self._ids = itertools.count(1)
+        self.batch_cap = BatchCap(max_batch)
+        self.log_range = LogRange(max_log_range)
 
     async def request(
         self,
@@ -147,9 +159,29 @@ class JsonRpcClient:
         self, calls: Sequence[tuple[str, Sequence[JsonValue]]]
     ) -> list[JsonValue | RpcError]:
         """As `batch`, but a call the node answers with an error gives its RpcError in its
-        place instead of raising (a batch of simulations, some of which revert)."""
-        if not calls:
-            return []
+        place instead of raising (a batch of simulations, some of which revert).
+
+        Sent in batches of at most `batch_cap` calls; a batch of reads the node refuses for
+        its size is sent again in smaller ones (down to one call at a time), a batch with a
+        write in it never: its refusal raises."""
+        results: list[JsonValue | RpcError] = []
+        while len(results) < len(calls):
+            done = len(results)
+            chunk = calls[done : done + self.batch_cap.size(len(calls) - done)]
+            answered = await self._chunk(chunk)
+            if answered is not None:
+                results.extend(answered)
+        return results
+
+    async def _chunk(
+        self, calls: Sequence[tuple[str, Sequence[JsonValue]]]
+    ) -> list[JsonValue | RpcError] | None:
+        """One batch's outcomes; None when the node refused it and the cap was lowered."""
+        if len(calls) == 1 and self.batch_cap.limit == 1:
+            try:
+                return [await self.request(*calls[0])]
+            except RpcError as error:
+                return [error]
         first = next(self._ids)
         for _ in range(len(calls) - 1):
             next(self._ids)
@@ -162,8 +194,12 @@ class JsonRpcClient:
         answers = await self._transport.post(
             payload, idempotent=idempotent, deadline_s=self.trace_timeout if traced else None
         )
-        if isinstance(answers, dict) and "error" in answers:
-            raise RpcError.from_answer(answers["error"])  # e.g. batches are not served
+        refused = refusal(answers, len(calls))
+        if refused is not None:
+            if not idempotent:
+                raise RpcError.from_answer(refused)  # a write's batch is never sent again
+            self.batch_cap.refused(len(calls), str(refused.get("message", "")))
+            return None
         if not isinstance(answers, list):
             raise _malformed("a batch answered with a single object")
         by_id = {a.get("id"): a for a in answers if isinstance(a, dict)}
@@ -265,10 +301,13 @@ def _call_object(to: str | None, data: bytes, sender: str | None, value: int) ->
 
 
 class EthClient:
-    """The `eth_*` methods Entryway needs, typed, over one JSON-RPC client."""
+    """The `eth_*` methods Entryway needs, typed, over one JSON-RPC client. Where a node does
+    not serve a method or tag and a sensible answer exists without it, the answer falls
+    back to one (`chain.unserved`), said once in the log."""
 
     def __init__(self, rpc: JsonRpcClient) -> None:
         self.rpc = rpc
+        self.notices = FallbackNotices()
 
     async def chain_id(self, *, deadline_s: float | None = None) -> int:
         return int(await self.rpc.request("eth_chainId", deadline_s=deadline_s), 16)
@@ -290,7 +329,44 @@ class EthClient:
         return result
 
     async def max_priority_fee(self) -> int:
-        return int(await self.rpc.request("eth_maxPriorityFeePerGas"), 16)
+        """The node's suggested tip; where it does not serve eth_maxPriorityFeePerGas, the
+        median of the latest blocks' median tips (eth_feeHistory), else eth_gasPrice less
+        the latest base fee."""
+        try:
+            return int(await self.rpc.request("eth_maxPriorityFeePerGas"), 16)
+        except RpcError as error:
+            if not is_unserved(error.code, error.message):
+                raise
+        self.notices.say("eth_maxPriorityFeePerGas", "tips from eth_feeHistory")
+        try:
+            history = await self.rpc.request(
+                "eth_feeHistory", [hex(FEE_HISTORY_BLOCKS), "latest", [50]]
+            )
+            tips = sorted(int(r[0], 16) for r in history.get("reward") or () if r)
+            if tips:
+                return tips[len(tips) // 2]
+        except RpcError as error:
+            if not is_unserved(error.code, error.message):
+                raise
+            self.notices.say("eth_feeHistory", "eth_gasPrice less the base fee for tips")
+        base_fee = int((await self.get_block("latest")).get("baseFeePerGas", "0x0"), 16)
+        return max(int(await self.rpc.request("eth_gasPrice"), 16) - base_fee, 0)
+
+    async def settled_block(self, tag: str, depth: int) -> dict[str, Any]:
+        """The block the node calls `tag` ("safe" or "finalized"); where it does not serve
+        the tag, the block `depth` confirmations deep (its own counting as the first)."""
+        try:
+            block: dict[str, Any] | None = await self.rpc.request(
+                "eth_getBlockByNumber", [tag, False]
+            )
+            if block is not None:
+                return block
+        except RpcError as error:
+            if not is_unserved(error.code, error.message):
+                raise
+        self.notices.say(f'the "{tag}" block tag', f"the block {depth} confirmations deep")
+        latest = await self.block_number()
+        return await self.get_block(hex(max(latest - depth + 1, 0)))
 
     async def call(
         self,

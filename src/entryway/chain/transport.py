@@ -3,13 +3,25 @@
 aiohttp, not httpx, talks to the node: its C HTTP parser costs a fifth of the CPU per call,
 and the service makes many small calls (estimation, receipts) and a few large ones
 (validation traces of a megabyte or more).
+
+Rate limits. A hosted provider answers HTTP 429 (often with `Retry-After`) when a call
+comes over its budget. The 429 is the provider's gateway refusing the call before any node
+ran it, so the call is sent again once the wait it asks for is over, and that holds for a
+write too: a transaction refused by a rate limit never reached the mempool, and waiting
+then sending it again is the only way it lands at all. The wait is honoured only within
+the call's deadline (a caller is never held past it: the call fails as rate limited
+instead), and a write moves on to the next endpoint after its tries, as it does when it
+could not connect. Any other failure of a write after it left this host (a timeout, a
+dropped connection, a 5xx) is never sent again: its fate is unknown.
 """
 
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import logging
 import os
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -37,6 +49,7 @@ _NOT_CONNECTED = (
 # What a client is told when no endpoint answered: the condition, never a host or a URL.
 NODE_UNREACHABLE = "the chain's node is unreachable; try again shortly"
 NODE_MALFORMED = "the chain's node answered malformed JSON-RPC; try again shortly"
+NODE_RATE_LIMITED = "the chain's node is rate limiting this service; try again shortly"
 
 
 class RpcTransportError(EntrywayError):
@@ -52,13 +65,24 @@ class _NoAnswerError(Exception):
     """One exchange with one endpoint that brought back no JSON-RPC answer."""
 
     def __init__(
-        self, detail: str, *, retryable: bool, delivered: bool = True, timed_out: bool = False
+        self,
+        detail: str,
+        *,
+        retryable: bool,
+        delivered: bool = True,
+        timed_out: bool = False,
+        retry_after_s: float | None = None,
     ) -> None:
         super().__init__(detail)
         self.detail = detail
         self.delivered = delivered  # the endpoint may have received (and acted on) the call
         self.retryable = retryable
         self.timed_out = timed_out
+        self.retry_after_s = retry_after_s  # a rate limit's wait, when it named one
+
+    @property
+    def rate_limited(self) -> bool:
+        return self.retry_after_s is not None
 
 
 class NodeTransport:
@@ -116,12 +140,16 @@ class NodeTransport:
         """
         body = orjson.dumps(payload)
         deadline = self._timeout if deadline_s is None else self._deadline(deadline_s)
+        # A rate limit's wait must end within this (see the module's docstring).
+        until = time.monotonic() + (self.timeout if deadline_s is None else deadline_s)
+        rate_limited = False
         for endpoint in self.pool.in_order():
             try:
                 return await self._through(
-                    endpoint, body, deadline, idempotent=idempotent, decode=decode
+                    endpoint, body, deadline, idempotent=idempotent, decode=decode, until=until
                 )
             except _NoAnswerError as failure:
+                rate_limited = failure.rate_limited
                 self.pool.failed(endpoint)
                 self.failures += 1
                 # Once per outage at warning (the tracker), every time at debug.
@@ -129,7 +157,7 @@ class NodeTransport:
                 log.debug("node endpoint %s failed: %s", endpoint.label, failure.detail)
                 if failure.delivered and not idempotent:
                     break
-        raise RpcTransportError()
+        raise RpcTransportError(NODE_RATE_LIMITED if rate_limited else NODE_UNREACHABLE)
 
     async def _through(
         self,
@@ -139,8 +167,10 @@ class NodeTransport:
         *,
         idempotent: bool,
         decode: Decoder,
+        until: float,
     ) -> Any:
-        """One endpoint's turn: up to `attempts` tries, with backoff between them."""
+        """One endpoint's turn: up to `attempts` tries, with backoff between them (at least
+        the wait a rate limit asks for, and never past `until`)."""
         attempt = 1
         while True:
             try:
@@ -153,7 +183,9 @@ class NodeTransport:
                     or (failure.delivered and not idempotent)
                 ):
                     raise
-                delay = self.retry.backoff(attempt)
+                delay = max(self.retry.backoff(attempt), failure.retry_after_s or 0.0)
+                if time.monotonic() + delay > until:
+                    raise
                 # A retry that then succeeds is routine (a node starting, a 429): debug only;
                 # an endpoint that gives up is the warning above.
                 log.debug(
@@ -184,6 +216,7 @@ class NodeTransport:
                 url, data=body, headers=_JSON, timeout=deadline
             ) as response:
                 status, content = response.status, await response.read()
+                retry_after = response.headers.get("Retry-After")
         except _NOT_CONNECTED as exc:
             raise _NoAnswerError(
                 _describe(exc),
@@ -196,19 +229,30 @@ class NodeTransport:
         except (aiohttp.ClientError, OSError) as exc:
             # A bare OSError (a reset mid-write) is a dropped connection like any other.
             raise _NoAnswerError(_describe(exc), retryable=True) from exc
-        return self._answer(status, content, decode)
+        return self._answer(status, content, decode, retry_after)
 
-    def _answer(self, status: int, content: bytes, decode: Decoder = orjson.loads) -> Any:
+    def _answer(
+        self,
+        status: int,
+        content: bytes,
+        decode: Decoder = orjson.loads,
+        retry_after: str | None = None,
+    ) -> Any:
         """The decoded body, if it is a JSON-RPC answer. One carried by an HTTP error status
         is still the node's answer (a revert must not be retried), except under 429:
         providers explain their rate limits in a JSON-RPC error, and the call never ran."""
         retryable = status in self.retry.retry_statuses
+        if status == 429:
+            raise _NoAnswerError(
+                "HTTP 429, rate limited",
+                retryable=retryable,
+                delivered=False,  # refused before it ran: see the module's docstring
+                retry_after_s=retry_after_seconds(retry_after),
+            )
         try:
             decoded = decode(content)
         except orjson.JSONDecodeError:
             decoded = None
-        if status == 429:
-            raise _NoAnswerError("HTTP 429, rate limited", retryable=retryable)
         if not _is_json_rpc(decoded):
             raise _NoAnswerError(f"HTTP {status}, no JSON-RPC answer", retryable=retryable)
         return decoded
@@ -217,6 +261,21 @@ class NodeTransport:
         if self._session is not None:
             await self._session.close()
             self._session = None
+
+
+def retry_after_seconds(header: str | None) -> float:
+    """The wait a `Retry-After` header asks for, in seconds (delay-seconds or an HTTP
+    date); 0 when it names none or one in the past."""
+    if not header:
+        return 0.0
+    header = header.strip()
+    if header.isdigit():
+        return float(header)
+    try:
+        when = email.utils.parsedate_to_datetime(header)
+    except (TypeError, ValueError):
+        return 0.0
+    return max(when.timestamp() - time.time(), 0.0)
 
 
 def _describe(exc: Exception) -> str:

@@ -130,6 +130,7 @@ async def _lead(
         chain_id=chain_id,
         timeout=chain.rpc_timeout_s,
         trace_timeout=chain.rpc_trace_timeout_s,
+        max_log_range=chain.rpc_max_log_range_blocks,
     ) as rpc:
         eth = EthClient(rpc)
         bundler_rpc = await build_bundler(

@@ -250,6 +250,7 @@ async def _chain_runtime(
             chain_id=chain_id,
             timeout=chain.settings.rpc_timeout_s,
             trace_timeout=chain.settings.rpc_trace_timeout_s,
+            max_log_range=chain.settings.rpc_max_log_range_blocks,
         )
     )
     eth = EthClient(rpc)

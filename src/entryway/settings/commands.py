@@ -153,6 +153,7 @@ class BundlerChain:
     executor_funding_key: LocalAccount | None = None
     rpc_timeout_s: float = 5.0
     rpc_trace_timeout_s: float = 30.0
+    rpc_max_log_range_blocks: int | None = None
     block_gas_share_percent: int | None = None
     trusted_entities: tuple[str, ...] = ()  # the configured ones and the operator's own
     validation_mode: str = "auto"  # the chain's setting (`bundler.validation.modes`)
@@ -214,6 +215,7 @@ def bundler_chain(config: Path | None, chain_id: int) -> BundlerChain:
         executor_funding_key=funding,
         rpc_timeout_s=chain.rpc_timeout_s,
         rpc_trace_timeout_s=chain.rpc_trace_timeout_s,
+        rpc_max_log_range_blocks=chain.rpc_max_log_range_blocks,
         block_gas_share_percent=chain.bundle_block_gas_share_percent,
         trusted_entities=tuple(chain.trusted_entities) + own,
         validation_mode=chain.validation_mode,

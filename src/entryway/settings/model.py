@@ -338,6 +338,9 @@ class ChainSettings(Section):
     # answered 503); debug_trace* calls of op validation have their own, longer bound.
     rpc_timeout_s: Annotated[float, Field(gt=0, le=300)] = 5.0
     rpc_trace_timeout_s: Annotated[float, Field(gt=0, le=600)] = 30.0
+    # Blocks one eth_getLogs may cover (a provider's cap, e.g. 2,000); None: none until the
+    # node refuses a range, then learned by halving (chain/limits.py).
+    rpc_max_log_range_blocks: PositiveInt | None = None
     # How ops reach the chain: always through the durable intake, for the chain's elected
     # bundler leader (docs/bundler.md). Kept for config files that name it; "in_process",
     # retired, is refused (`_bundling`).
