@@ -166,6 +166,8 @@ async def test_config_check_passes_and_shows_no_secret(deployed: Deployed) -> No
     assert "schema     run `entryway migrate`" in out  # a fresh database, not a problem
     # What the node traces (anvil: the struct logger), and the mode that follows.
     assert f"validation {CHAIN_ID} #1: opcodes (every ERC-7562 rule enforced) [auto]" in out
+    assert f"node       {CHAIN_ID} #1: state overrides on eth_call: yes" in out
+    assert f"node       {CHAIN_ID} #1: eth_feeHistory: yes" in out
     assert out.strip().endswith("ok")
     assert ADMIN_TOKEN not in out
     for key in deployed.keys.glob("*.key"):

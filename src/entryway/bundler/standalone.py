@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +35,7 @@ from entryway.bundler.validation.modes import (
 from entryway.bundler.validation.rules import RuleSettings
 from entryway.bundler.validation.sanity import SanityLimits
 from entryway.bundler.validation.simulation import Validator
+from entryway.chain.capabilities import probe_capabilities
 from entryway.chain.rpc import EthClient
 from entryway.chain.transactor import Transactor
 from entryway.deploy.deployer import ContractDeployer, v09_entry_point_on
@@ -133,9 +135,18 @@ async def node_validation_mode(
     eth: EthClient, settings: StandaloneSettings, chain_id: int
 ) -> ValidationMode:
     """The validation mode the chain runs in: the strongest its node serves, or the pinned
-    one; logged at every start with what it leaves unchecked."""
+    one; logged at every start with what it leaves unchecked, beside what else the node
+    serves (`chain.capabilities`). A node without state overrides on eth_call cannot
+    simulate an op: the start stops, saying so."""
     where = f"chain {chain_id}"
-    mode = choose_mode(await probe_modes(eth.rpc), settings.validation_mode, where=where)
+    tracing, serves = await asyncio.gather(probe_modes(eth.rpc), probe_capabilities(eth))
+    if not serves.simulates:
+        raise ConfigurationError(f"{where}: the node {serves.lines()[0]}")
+    for line in serves.lines():
+        (log.info if line.split(": ", 1)[1].startswith("yes") else log.warning)(
+            "%s: node %s", where, line
+        )
+    mode = choose_mode(tracing, settings.validation_mode, where=where)
     chosen = mode is ValidationMode.UNTRACED and settings.validation_mode is None
     if chosen and not settings.accountable_ops:
         raise ConfigurationError(

@@ -11,20 +11,21 @@ from entryway.bundler.validation.modes import (
     parse_mode,
     probe_modes,
 )
+from entryway.chain.capabilities import NodeCapabilities, probe_capabilities
 from entryway.chain.retry import RetryPolicy
-from entryway.chain.rpc import JsonRpcClient
+from entryway.chain.rpc import EthClient, JsonRpcClient
 from entryway.errors import EntrywayError
 from entryway.settings.model import ChainSettings, Settings
 
 _TIMEOUT_S = 10.0
 
 
-async def _tracing(url: str) -> NodeTracing | None:
+async def _tracing(url: str) -> tuple[NodeTracing, NodeCapabilities] | None:
     async with JsonRpcClient(
         url, timeout=_TIMEOUT_S, connect_timeout=_TIMEOUT_S, retry=RetryPolicy(attempts=1)
     ) as rpc:
         try:
-            return await probe_modes(rpc)
+            return await probe_modes(rpc), await probe_capabilities(EthClient(rpc))
         except (EntrywayError, OSError):
             return None  # the URL checks say why it does not answer
 
@@ -37,9 +38,13 @@ async def chain_modes(index: int, chain: ChainSettings) -> tuple[list[str], list
     pinned = parse_mode(chain.validation_mode)
     first = True
     for n, url in enumerate(chain.urls()):
-        tracing = await _tracing(url)
-        if tracing is None:
+        probed = await _tracing(url)
+        if probed is None:
             continue
+        tracing, serves = probed
+        lines += [f"node       {chain.chain_id} #{n + 1}: {line}" for line in serves.lines()]
+        if not serves.simulates:
+            problems.append(f"chains[{index}].rpc_urls[{n}]: the node {serves.lines()[0]}")
         where = f"chains[{index}].validation_mode"
         try:
             mode = choose_mode(tracing, pinned, where=where)
