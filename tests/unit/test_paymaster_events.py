@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from entryway.bundler.port import Receipt
+from entryway.chain.limits import LogRange
 from entryway.paymaster.chain_charges import USER_OP_EVENT, PaymasterEventFollower
 from entryway.paymaster.ports import EventCursor, StoredSignature
 from entryway.paymaster.settlement import SponsoredOp
@@ -22,6 +23,7 @@ class Node:
         self.ranges: list[tuple[int, int]] = []
         self.logs: list[dict[str, Any]] = []
         self.rpc = self
+        self.log_range = LogRange()  # no cap: one query a step, as the follower asks
 
     async def block_number(self) -> int:
         return self.head

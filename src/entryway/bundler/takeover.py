@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from entryway import contracts
+from entryway.chain.logs import newest_logs
 from entryway.chain.rpc import EthClient
 from entryway.domain.evm import hex_to_bytes, to_hex
 
@@ -62,17 +63,8 @@ async def mined_op(
     else:
         start = max(min(validated_block, head) - BEFORE_VALIDATION_BLOCKS, 0)
     end = min(head, start + lookback_blocks)
-    logs = await eth.rpc.request(
-        "eth_getLogs",
-        [
-            {
-                "address": entry_point,
-                "topics": [to_hex(USER_OP_EVENT), user_op_hash.lower()],
-                "fromBlock": hex(start),
-                "toBlock": hex(end),
-            }
-        ],
-    )
+    query = {"address": entry_point, "topics": [to_hex(USER_OP_EVENT), user_op_hash.lower()]}
+    logs = await newest_logs(eth, query, start, end)
     if not logs:
         return None
     found: dict[str, Any] = logs[-1]

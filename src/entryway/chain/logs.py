@@ -59,3 +59,32 @@ async def _page(eth: EthClient, query: Query, first: int, last: int) -> list[dic
         eth.rpc.log_range.refused(blocks, error.message)
         return None
     return logs
+
+
+async def deployed_since(eth: EthClient, address: str, head: int) -> int:
+    """The first block at which `address` has code, found by bisection over `eth_getCode`
+    (about log2(head) reads): where a contract's own logs begin, so that reading them all
+    costs pages over its life, not over the chain's. 0 when the node cannot answer for old
+    blocks (a node that keeps recent state only) or the address has no code at `head`."""
+    low, high = 0, head
+    try:
+        if not await eth.get_code(address, hex(head)):
+            return 0
+        while low < high:
+            middle = (low + high) // 2
+            if await eth.get_code(address, hex(middle)):
+                high = middle
+            else:
+                low = middle + 1
+    except RpcError:
+        return 0
+    return low
+
+
+async def contract_logs(eth: EthClient, query: Query) -> list[dict[str, Any]]:
+    """Every log of the contract `query["address"]` names, from its deployment to the head,
+    in pages the node answers."""
+    head = await eth.block_number()
+    capped = eth.rpc.log_range.size(head + 1) <= head  # no cap met: one query from block 0
+    first = await deployed_since(eth, str(query["address"]), head) if capped else 0
+    return await logs_between(eth, query, first, head)

@@ -25,6 +25,7 @@ from typing import Any
 
 from entryway import contracts
 from entryway.bundler.port import Receipt
+from entryway.chain.logs import logs_between
 from entryway.chain.rpc import EthClient, RpcError, RpcTransportError
 from entryway.domain.evm import hex_to_bytes, to_hex
 from entryway.paymaster.ports import ENTRYWAY, EXTERNAL, EventCursor, SignatureBook
@@ -123,22 +124,16 @@ class PaymasterEventFollower:
         return charged
 
     async def _events(self, start: int, end: int) -> list[dict[str, Any]]:
-        logs = await self.eth.rpc.request(
-            "eth_getLogs",
-            [
-                {
-                    "address": sorted(self.paymasters),
-                    "topics": [
-                        USER_OP_EVENT,
-                        None,
-                        None,
-                        sorted({paymaster_topic(pm) for pm in self.paymasters.values()}),
-                    ],
-                    "fromBlock": hex(start),
-                    "toBlock": hex(end),
-                }
+        query = {
+            "address": sorted(self.paymasters),
+            "topics": [
+                USER_OP_EVENT,
+                None,
+                None,
+                sorted({paymaster_topic(pm) for pm in self.paymasters.values()}),
             ],
-        )
+        }
+        logs = await logs_between(self.eth, query, start, end)
         ours = [
             e
             for e in logs or ()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from entryway.chain.logs import contract_logs
 from entryway.chain.rpc import EthClient, RpcError
 from entryway.contracts import load
 from entryway.deploy.deployer import Deployment
@@ -78,19 +79,9 @@ async def _guardians(eth: EthClient, address: str) -> tuple[str, ...]:
     """The guardian set from GuardianAdded / GuardianRemoved logs, confirmed by isGuardian."""
     added = "0x" + ACCOUNT.event_topic("GuardianAdded").hex()
     removed = "0x" + ACCOUNT.event_topic("GuardianRemoved").hex()
-    logs = await eth.rpc.request(
-        "eth_getLogs",
-        [
-            {
-                "address": address,
-                "fromBlock": "0x0",
-                "toBlock": "latest",
-                "topics": [[added, removed]],
-            }
-        ],
-    )
+    logs = await contract_logs(eth, {"address": address, "topics": [[added, removed]]})
     seen: dict[str, None] = {}
-    for log in logs if isinstance(logs, list) else []:
+    for log in logs:
         guardian = checksum("0x" + str(log["topics"][1])[-40:])
         seen[guardian] = None
     confirmed = []

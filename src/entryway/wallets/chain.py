@@ -8,6 +8,7 @@ from typing import Any
 
 from eth_abi.exceptions import DecodingError
 
+from entryway.chain.logs import contract_logs
 from entryway.chain.rpc import EthClient, RpcError
 from entryway.deploy.deployer import Deployment
 from entryway.domain.evm import checksum, hex_to_bytes
@@ -64,11 +65,8 @@ class SmartAccountChain:
 
     async def cancellation_tx(self, chain_id: int, account: str, recovery_nonce: int) -> str | None:
         topic = "0x" + ACCOUNT.event_topic("RecoveryCancelled").hex()
-        logs = await self._eth(chain_id).rpc.request(
-            "eth_getLogs",
-            [{"address": account, "fromBlock": "0x0", "toBlock": "latest", "topics": [topic]}],
-        )
-        for log in logs if isinstance(logs, list) else []:
+        logs = await contract_logs(self._eth(chain_id), {"address": account, "topics": [topic]})
+        for log in logs:
             if int.from_bytes(hex_to_bytes(str(log["data"]))[:32], "big") == recovery_nonce:
                 return str(log["transactionHash"])
         return None

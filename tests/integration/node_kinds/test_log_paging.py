@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import pytest
 
 from entryway.bundler.receipts import USER_OP_EVENT, ReceiptReader
-from entryway.chain.logs import logs_between, newest_logs
+from entryway.chain.logs import contract_logs, deployed_since, logs_between, newest_logs
 from entryway.chain.rpc import EthClient, JsonRpcClient, RpcError
 from entryway.devnet.anvil import AnvilProcess
 from entryway.domain.evm import to_hex
@@ -150,3 +150,18 @@ async def test_a_cap_met_after_the_first_search_is_learned_in_the_batched_search
         assert receipt is not None and receipt["userOpHash"] == to_hex(OLD_OP)
         assert len(relay.batch_sizes) == batches + 1  # the batched search was tried
         assert rpc.log_range.limit is not None and rpc.log_range.limit <= CAP
+
+
+async def test_a_contracts_own_logs_are_read_from_its_deployment_within_the_cap(
+    standalone_anvil: AnvilProcess, node_relays: RelayFactory, emitted: Emitted
+) -> None:
+    """An account's guardian events, a paymaster's: read over the contract's life (from its
+    deployment, found by bisection where the node keeps old state; here from block 0)."""
+    relay = await node_relays(standalone_anvil.rpc_url, "hosted", max_log_range=CAP)
+    async with JsonRpcClient(relay.url, max_log_range=CAP) as rpc:
+        eth = EthClient(rpc)
+        # This anvil keeps no state of old blocks: the search gives up for block 0.
+        assert await deployed_since(eth, EMITTER, emitted.head) == 0
+        logs = await contract_logs(eth, QUERY)
+    assert op_hashes(logs) == [to_hex(OLD_OP), to_hex(NEW_OP), to_hex(NEXT_OP)]
+    assert not relay.refused  # every page within the cap
