@@ -5,7 +5,7 @@ from dataclasses import replace
 import pytest
 
 from entryway.bundler.bundling import select_bundle
-from entryway.bundler.errors import BundlerError
+from entryway.bundler.errors import BundlerError, RpcErrorCode
 from entryway.bundler.mempool import Mempool, MempoolEntry
 from entryway.bundler.reputation import Reputation
 from entryway.bundler.validation.outcome import ValidationData, ValidationOutcome
@@ -88,7 +88,24 @@ def test_unstaked_paymaster_limit() -> None:
         pool.add(entry(i + 1, paymaster=PM, pm_staked=False))
     with pytest.raises(BundlerError) as info:
         pool.add(entry(50, paymaster=PM, pm_staked=False))
+    assert info.value.code is RpcErrorCode.STAKE_TOO_LOW
     assert "unstaked paymaster" in info.value.message
+
+
+def test_unstaked_allowance_counts_the_inclusion_rate_and_ops_included() -> None:
+    """UREP-020 with the conformance suite's numbers: one op included of ten seen, each op
+    admitted counted as seen (as the bundler counts it), leaves room for eleven ops: 10 +
+    floor(1/11 * 10) + min(1, 10000) once the first is in."""
+    rep = Reputation()
+    rep.set(PM, ops_seen=10, ops_included=1)
+    pool = Mempool(rep)
+    for i in range(11):
+        pool.add(entry(i + 1, paymaster=PM, pm_staked=False))
+        rep.seen(PM)
+    with pytest.raises(BundlerError) as info:
+        pool.add(entry(50, paymaster=PM, pm_staked=False))
+    assert info.value.code is RpcErrorCode.STAKE_TOO_LOW
+    assert len(pool) == 11
 
 
 def test_bundle_takes_one_op_per_sender_by_tip_within_gas() -> None:
