@@ -153,7 +153,7 @@ class Mempool:
                 raise BundlerError(
                     RpcErrorCode.BANNED_OR_THROTTLED, f"{role} {address} is throttled"
                 )
-            if role == "paymaster" and not staked:  # UREP-020 limits unstaked paymasters only
+            if not staked:  # UREP-020: unstaked factories and paymasters
                 allowed = self.reputation.ops_allowed_unstaked(
                     address,
                     self.limits.same_unstaked_entity,

@@ -13,6 +13,7 @@ from entryway.bundler.validation.rules import StakeInfo
 from entryway.domain.userop import UserOperation
 
 PM = "0x9999999999999999999999999999999999999999"
+FACTORY = "0x8888888888888888888888888888888888888888"
 GWEI = 10**9
 BLOCK = 30_000_000
 
@@ -40,13 +41,14 @@ def entry(
         max_fee_per_gas=tip + 10 * GWEI,
         max_priority_fee_per_gas=tip,
         paymaster=kw.get("paymaster"),  # type: ignore[arg-type]
+        factory=kw.get("factory"),  # type: ignore[arg-type]
     )
     return MempoolEntry(
         op=op,
         user_op_hash=bytes([i % 256, nonce % 256]) + bytes(30),
         outcome=kw.get("outcome", outcome()),  # type: ignore[arg-type]
         sender_staked=bool(kw.get("staked", False)),
-        factory_staked=False,
+        factory_staked=bool(kw.get("factory_staked", False)),
         paymaster_staked=bool(kw.get("pm_staked", True)),
         received_at=0.0,
         received_block=0,
@@ -90,6 +92,23 @@ def test_unstaked_paymaster_limit() -> None:
         pool.add(entry(50, paymaster=PM, pm_staked=False))
     assert info.value.code is RpcErrorCode.STAKE_TOO_LOW
     assert "unstaked paymaster" in info.value.message
+
+
+def test_unstaked_factory_limit() -> None:
+    """UREP-020 holds an unstaked factory to the same allowance as an unstaked paymaster: ten
+    first-time accounts pending through one factory that has none mined; a staked one is
+    not counted."""
+    pool = Mempool(Reputation())
+    for i in range(10):
+        pool.add(entry(i + 1, factory=FACTORY))
+    with pytest.raises(BundlerError) as info:
+        pool.add(entry(50, factory=FACTORY))
+    assert info.value.code is RpcErrorCode.STAKE_TOO_LOW
+    assert f"unstaked factory {FACTORY}" in info.value.message
+    staked = "0x7777777777777777777777777777777777777777"
+    for i in range(12):
+        pool.add(entry(i + 100, factory=staked, factory_staked=True))
+    assert len(pool) == 22
 
 
 def test_unstaked_allowance_counts_the_inclusion_rate_and_ops_included() -> None:
