@@ -138,11 +138,11 @@ class Mempool:
         sender_status = self.reputation.status(op.sender)
         if sender_status is ReputationStatus.BANNED:
             raise BundlerError(RpcErrorCode.BANNED_OR_THROTTLED, f"sender {op.sender} is banned")
-        if not entry.sender_staked and pending >= self.limits.same_sender:
+        if not entry.sender_staked and pending >= self.limits.same_sender:  # UREP-010
             raise BundlerError(
-                RpcErrorCode.BANNED_OR_THROTTLED,
-                f"sender {op.sender} already has {pending} ops in the mempool; "
-                f"an unstaked sender may have {self.limits.same_sender}",
+                RpcErrorCode.STAKE_TOO_LOW,
+                f"unstaked sender {op.sender} already has {pending} ops in the mempool, "
+                f"the most it may have unstaked ({self.limits.same_sender}); stake it to send more",
             )
         for role, address, staked in entry.entities():
             status = self.reputation.status(address)

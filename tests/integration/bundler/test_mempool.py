@@ -59,8 +59,9 @@ async def test_an_unstaked_sender_may_have_four_ops_pending(
         ops.append(harness.sign(harness.sponsor(op), owner))
     for op in ops[:4]:
         await client.send(op)
-    error = await client.send_error(ops[4])
-    assert error["code"] == -32504 and "4" in error["message"]
+    error = await client.send_error(ops[4])  # UREP-010: it needs stake for a fifth
+    assert error["code"] == -32505
+    assert f"unstaked sender {sender}" in error["message"] and "4" in error["message"]
 
 
 async def test_an_unstaked_factory_has_the_allowance_its_inclusions_earn(

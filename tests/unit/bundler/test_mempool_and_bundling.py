@@ -74,11 +74,15 @@ def test_replacement_rule_is_ten_percent_on_both_fees() -> None:
 
 
 def test_unstaked_sender_limit_and_staked_exemption() -> None:
+    """UREP-010: the fifth op of an unstaked sender wants stake (-32505), as the reference
+    bundler answers it; a staked sender is not counted."""
     pool = Mempool(Reputation())
     for nonce in range(4):
         pool.add(entry(1, nonce))
-    with pytest.raises(BundlerError):
+    with pytest.raises(BundlerError) as info:
         pool.add(entry(1, 4))
+    assert info.value.code is RpcErrorCode.STAKE_TOO_LOW
+    assert f"unstaked sender {sender(1)}" in info.value.message
     for nonce in range(6):
         pool.add(entry(2, nonce, staked=True))
     assert len(pool) == 10
