@@ -64,6 +64,26 @@ async def test_an_unstaked_sender_may_have_four_ops_pending(
     assert f"unstaked sender {sender}" in error["message"] and "4" in error["message"]
 
 
+async def test_a_throttled_sender_is_refused_as_throttled(
+    client: RpcClient, harness: Harness
+) -> None:
+    """SREP-030: a throttled sender's fifth op is refused for its reputation (-32504), before
+    the unstaked sender's count, which falls at the same fifth op, is looked at."""
+    owner = harness.new_key()
+    deploy = harness.sign(harness.sponsor(await harness.build_op(owner.address, b"")), owner)
+    await client.send(deploy)
+    await client.bundle()
+    sender = deploy.sender
+    throttled = [{"address": sender, "opsSeen": 120, "opsIncluded": 1}]  # 12 > 1 + 10
+    await client.result("debug_bundler_setReputation", throttled, client.entry_point)
+    for key in range(1, 5):
+        op = await harness.build_op(owner.address, b"", sender=sender, nonce=key << 64)
+        await client.send(harness.sign(harness.sponsor(op), owner))
+    op = await harness.build_op(owner.address, b"", sender=sender, nonce=5 << 64)
+    error = await client.send_error(harness.sign(harness.sponsor(op), owner))
+    assert error["code"] == -32504 and f"sender {sender} is throttled" in error["message"]
+
+
 async def test_an_unstaked_factory_has_the_allowance_its_inclusions_earn(
     client: RpcClient, harness: Harness
 ) -> None:

@@ -131,6 +131,50 @@ def test_unstaked_allowance_counts_the_inclusion_rate_and_ops_included() -> None
     assert len(pool) == 11
 
 
+def test_throttled_sender_is_refused_as_throttled() -> None:
+    """SREP-030: a throttled sender may have THROTTLED_ENTITY_MEMPOOL_COUNT ops pending, and
+    its next is refused as throttled (-32504), not by the unstaked sender's count that falls
+    at the same number; a staked sender, exempt from that count, is held to it too."""
+    rep = Reputation()
+    pool = Mempool(rep)
+    for i, staked in ((1, False), (2, True)):
+        rep.set(sender(i), ops_seen=120, ops_included=1)  # 12 > 1 + 10: throttled
+        for nonce in range(4):
+            pool.add(entry(i, nonce, staked=staked))
+        with pytest.raises(BundlerError) as info:
+            pool.add(entry(i, 4, staked=staked))
+        assert info.value.code is RpcErrorCode.BANNED_OR_THROTTLED
+        assert f"sender {sender(i)} is throttled" in info.value.message
+    assert len(pool) == 8
+
+
+def bumped(e: MempoolEntry, op_hash: bytes, **changes: object) -> MempoolEntry:
+    """The same sender and nonce at twice the fees: a valid replacement of `e`."""
+    again = replace(e, user_op_hash=op_hash, **changes)  # type: ignore[arg-type]
+    again.op = replace(
+        e.op,
+        max_fee_per_gas=e.op.max_fee_per_gas * 2,
+        max_priority_fee_per_gas=e.op.max_priority_fee_per_gas * 2,
+    )
+    return again
+
+
+def test_a_replacement_frees_only_the_places_of_the_op_it_replaces() -> None:
+    """A replacement leaves the entity count of the op it replaces: it may keep an unstaked
+    paymaster's last place, but an op that named no paymaster frees none of its places."""
+    pool = Mempool(Reputation())
+    for i in range(10):
+        pool.add(entry(i + 1, paymaster=PM, pm_staked=False))
+    plain = entry(11)
+    pool.add(plain)
+    assert pool.add(bumped(pool.for_sender(sender(1))[0], b"\x03" * 32)) is not None
+    naming = bumped(plain, b"\x04" * 32, paymaster_staked=False)
+    naming.op = replace(naming.op, paymaster=PM)
+    with pytest.raises(BundlerError) as info:
+        pool.add(naming)
+    assert "unstaked paymaster" in info.value.message
+
+
 def test_bundle_takes_one_op_per_sender_by_tip_within_gas() -> None:
     entries = [
         entry(1, 0, tip=GWEI),
