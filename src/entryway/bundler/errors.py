@@ -22,7 +22,7 @@ class RpcErrorCode(IntEnum):
     BANNED_OPCODE = -32502  # an ERC-7562 opcode or storage rule was broken
     SHORT_DEADLINE = -32503  # validUntil too soon, or validAfter in the future
     BANNED_OR_THROTTLED = -32504  # an entity is banned/throttled by reputation
-    STAKE_TOO_LOW = -32505  # an entity needed stake it lacks
+    STAKE_TOO_LOW = -32505  # an unstaked entity over its mempool allowance (UREP-010/020)
     UNSUPPORTED_AGGREGATOR = -32506
     INVALID_SIGNATURE = -32507  # the account or paymaster returned a failed signature
     PAYMASTER_DEPOSIT_TOO_LOW = -32508

@@ -43,12 +43,14 @@ log = logging.getLogger("entryway.bundler.leader")
 EP = contracts.load("EntryPoint").abi
 FINAL = (OpStatus.INCLUDED, OpStatus.FAILED, OpStatus.DROPPED)
 NONCE_SEQUENCE_BITS = 64  # an EntryPoint nonce is key (192 bits) | sequence (64 bits)
-# Refusals about the mempool's room rather than the op (an unstaked sender's four pending ops,
-# a paymaster deposit committed to pending ops, a full mempool): the API, whose mempool is
-# empty, could not see them. Such an op waits in the intake, tried again every RETRY_S while
-# the mempool holds ops that may drain, until the mempool's maximum age.
+# Refusals about the mempool's room rather than the op (an unstaked sender's four pending ops
+# or an unstaked factory's or paymaster's allowance, -32505 from the mempool alone; a throttled
+# entity's four; a paymaster deposit committed to pending ops; a full mempool): the API, whose
+# mempool is empty, could not see them. Such an op waits in the intake, tried again every
+# RETRY_S while the mempool holds ops that may drain, until the mempool's maximum age.
 CAPACITY = (
     RpcErrorCode.BANNED_OR_THROTTLED,
+    RpcErrorCode.STAKE_TOO_LOW,
     RpcErrorCode.PAYMASTER_DEPOSIT_TOO_LOW,
     RpcErrorCode.INTERNAL_ERROR,
 )

@@ -2,8 +2,9 @@
 
 A sender holds at most one op per nonce. Replacing one takes at least 10% more on both
 maxFeePerGas and maxPriorityFeePerGas. Unstaked senders are limited to
-SAME_SENDER_MEMPOOL_COUNT ops, unstaked paymasters and factories to their UREP-020
-allowance, throttled entities to THROTTLED_ENTITY_MEMPOOL_COUNT; banned ones are refused.
+SAME_SENDER_MEMPOOL_COUNT ops, unstaked factories and paymasters to their UREP-020
+allowance, throttled entities (senders too) to THROTTLED_ENTITY_MEMPOOL_COUNT; banned ones
+are refused.
 """
 
 from __future__ import annotations
@@ -92,11 +93,13 @@ class Mempool:
     def for_sender(self, sender: str) -> list[MempoolEntry]:
         return sorted(self._by_sender.get(sender, {}).values(), key=lambda e: e.op.nonce)
 
-    def _count_using(self, address: str) -> int:
+    def _count_using(self, address: str, replacing: MempoolEntry | None) -> int:
+        """Pending ops naming `address` as sender, factory or paymaster, the one an op would
+        replace left out (it leaves as the new one enters)."""
         return sum(
             1
             for e in self._by_hash.values()
-            if address in (e.op.sender, e.op.factory, e.op.paymaster)
+            if e is not replacing and address in (e.op.sender, e.op.factory, e.op.paymaster)
         )
 
     def check_admission(self, entry: MempoolEntry) -> MempoolEntry | None:
@@ -132,38 +135,43 @@ class Mempool:
             )
 
     def _check_reputation(self, entry: MempoolEntry, replacing: MempoolEntry | None) -> None:
+        """Each participant in turn, sender first: banned (GREP-010), then throttled with
+        THROTTLED_ENTITY_MEMPOOL_COUNT pending (SREP-030 for a sender), then unstaked over
+        its allowance (UREP-010 for a sender, UREP-020 for a factory or paymaster). The
+        throttled check precedes the count of an unstaked one, so a throttled sender is told
+        it is throttled, as the reference bundler tells it; a refusal for want of stake is
+        -32505, as ERC-7769 has it for an entity that needs stake it lacks."""
         op = entry.op
-        discount = 1 if replacing is not None else 0
-        pending = len(self._by_sender.get(op.sender, {})) - discount
-        sender_status = self.reputation.status(op.sender)
-        if sender_status is ReputationStatus.BANNED:
-            raise BundlerError(RpcErrorCode.BANNED_OR_THROTTLED, f"sender {op.sender} is banned")
-        if not entry.sender_staked and pending >= self.limits.same_sender:
-            raise BundlerError(
-                RpcErrorCode.BANNED_OR_THROTTLED,
-                f"sender {op.sender} already has {pending} ops in the mempool; "
-                f"an unstaked sender may have {self.limits.same_sender}",
-            )
-        for role, address, staked in entry.entities():
+        participants = [("sender", op.sender, entry.sender_staked), *entry.entities()]
+        for role, address, staked in participants:
             status = self.reputation.status(address)
-            in_pool = self._count_using(address) - discount
             if status is ReputationStatus.BANNED:
                 raise BundlerError(RpcErrorCode.BANNED_OR_THROTTLED, f"{role} {address} is banned")
+            in_pool = self._count_using(address, replacing)
             if status is ReputationStatus.THROTTLED and in_pool >= self.limits.throttled_entity:
                 raise BundlerError(
-                    RpcErrorCode.BANNED_OR_THROTTLED, f"{role} {address} is throttled"
+                    RpcErrorCode.BANNED_OR_THROTTLED,
+                    f"{role} {address} is throttled: it already has {in_pool} ops in the "
+                    f"mempool, the most a throttled entity may have",
                 )
-            if role == "paymaster" and not staked:  # UREP-020 limits unstaked paymasters only
-                allowed = self.reputation.ops_allowed_unstaked(
-                    address,
-                    self.limits.same_unstaked_entity,
-                    self.limits.max_ops_allowed_unstaked_entity,
+            if staked:
+                continue
+            allowed = self._unstaked_allowance(role, address)
+            if in_pool >= allowed:
+                raise BundlerError(
+                    RpcErrorCode.STAKE_TOO_LOW,
+                    f"unstaked {role} {address} already has {in_pool} ops in the mempool, "
+                    f"the most it may have unstaked ({allowed}); stake it to send more",
                 )
-                if in_pool >= allowed:
-                    raise BundlerError(
-                        RpcErrorCode.STAKE_TOO_LOW,
-                        f"unstaked {role} {address} already has {in_pool} ops in the mempool",
-                    )
+
+    def _unstaked_allowance(self, role: str, address: str) -> int:
+        if role == "sender":  # UREP-010
+            return self.limits.same_sender
+        return self.reputation.ops_allowed_unstaked(  # UREP-020
+            address,
+            self.limits.same_unstaked_entity,
+            self.limits.max_ops_allowed_unstaked_entity,
+        )
 
     def _check_entity_roles(self, entry: MempoolEntry, replacing: MempoolEntry | None) -> None:
         self.check_roles(entry.op, replacing)

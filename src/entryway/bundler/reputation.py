@@ -24,6 +24,7 @@ class ReputationParams:
     throttling_slack: int = 10
     ban_slack: int = 50
     ban_ops_seen_penalty: int = 10_000
+    inclusion_rate_factor: int = 10  # INCLUSION_RATE_FACTOR (UREP-020)
 
 
 @dataclass(slots=True)
@@ -88,14 +89,21 @@ class Reputation:
         return ReputationStatus.OK
 
     def ops_allowed_unstaked(self, address: str, base: int, max_included: int) -> int:
-        """UREP-020: how many mempool ops an unstaked entity may have."""
+        """UREP-020: how many mempool ops an unstaked factory, paymaster or aggregator may have:
+        `base + floor(inclusion_rate * inclusion_rate_factor) + min(ops_included,
+        max_included)`, inclusion_rate being ops_included / ops_seen (nought before the
+        first op is seen). An entity whose ops get mined earns room as it goes; one only ever
+        seen keeps the base. The floor is taken on integers: exact, and the same count the
+        reference bundler's float product gives."""
         if self.is_trusted(address):
             return max_included
         entry = self._entries.get(address)
-        if entry is None or entry.ops_seen == 0:
+        if entry is None:
             return base
-        inclusion_rate = entry.ops_included / entry.ops_seen
-        return base + int(inclusion_rate * min(entry.ops_included, max_included))
+        rate_bonus = 0
+        if entry.ops_seen > 0:
+            rate_bonus = self.params.inclusion_rate_factor * entry.ops_included // entry.ops_seen
+        return base + rate_bonus + min(entry.ops_included, max_included)
 
     def decay(self) -> None:
         """Hourly: value = value * 23 // 24; entries that reach zero are forgotten."""

@@ -182,7 +182,8 @@ BY_CODE: dict[int, str] = {
     -32502: "the op broke an ERC-7562 validation rule",
     -32503: "the op's validity window is too short or not started: sign with a later validUntil",
     -32504: "an entity of the op is banned or throttled by reputation: wait and retry",
-    -32505: "an entity needs stake on the EntryPoint: stake it",
+    -32505: "an unstaked sender, factory or paymaster of the op has as many ops pending as it "
+    "may have unstaked: wait for them to be mined, or stake it on the EntryPoint",
     -32507: "the signature is invalid: sign the userOpHash for this chain and EntryPoint",
     -32508: "the paymaster's deposit is too low: top it up on the EntryPoint",
     -32521: "the op's callData reverted when simulated",

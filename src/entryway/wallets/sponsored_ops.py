@@ -34,12 +34,14 @@ from entryway.wallets.account_info import ACCOUNT, EP
 from entryway.wallets.ports import OpFate, OpOutcome, OpRejectedError, Submission
 
 T = TypeVar("T")
-# Worth trying again later: the node, the bundler's reputation, a window not open yet, the
-# paymaster's deposit (the operator tops it up).
+# Worth trying again later: the node, the bundler's reputation, an unstaked entity's room in
+# the mempool (its pending ops drain), a window not open yet, the paymaster's deposit (the
+# operator tops it up).
 _TRANSIENT = {
     RpcErrorCode.INTERNAL_ERROR,
     RpcErrorCode.SHORT_DEADLINE,
     RpcErrorCode.BANNED_OR_THROTTLED,
+    RpcErrorCode.STAKE_TOO_LOW,
     RpcErrorCode.PAYMASTER_DEPOSIT_TOO_LOW,
 }
 FEE_TIER = "standard"  # of entryway_getUserOperationGasPrice

@@ -25,7 +25,9 @@ SHARE = 50
 
 @pytest.fixture
 async def trusting(devnet: Devnet, eth: EthClient, harness: Harness) -> AsyncIterator[RpcClient]:
-    """A bundler trusting the devnet's paymaster, each bundle at most half the block."""
+    """A bundler trusting the devnet's paymaster and account factory, as a chain of the service
+    trusts its own (an unstaked factory alone could have but ten first-time accounts pending,
+    UREP-020), each bundle at most half the block."""
     executors = (Harness.new_key(), Harness.new_key())
     for key in executors:
         await eth.rpc.request("anvil_setBalance", [key.address, hex(1000 * ETHER)])
@@ -36,7 +38,7 @@ async def trusting(devnet: Devnet, eth: EthClient, harness: Harness) -> AsyncIte
         debug_rpc=True,
         mode=BundlingMode.MANUAL,
         block_gas_share_percent=SHARE,
-        trusted_entities=(harness.deployment.paymaster,),
+        trusted_entities=(harness.deployment.paymaster, harness.deployment.account_factory),
     )
     rpc: BundlerRpc = await build_bundler(eth, settings)
     await rpc.start()
@@ -119,16 +121,17 @@ async def test_a_bundle_stays_within_its_share_and_left_out_ops_keep_their_order
 async def test_a_trusted_paymaster_is_not_throttled_and_the_dump_shows_it(
     trusting: RpcClient, client: RpcClient, harness: Harness
 ) -> None:
-    pm = harness.deployment.paymaster
+    pm, factory = harness.deployment.paymaster, harness.deployment.account_factory
+    unseen = {"opsSeen": 0, "opsIncluded": 0, "status": 0, "trusted": True}
     dump = await trusting.result("debug_bundler_dumpReputation", trusting.entry_point)
-    assert dump == [{"address": pm, "opsSeen": 0, "opsIncluded": 0, "status": 0, "trusted": True}]
+    assert sorted(dump, key=lambda e: e["address"]) == sorted(
+        [{"address": pm, **unseen}, {"address": factory, **unseen}], key=lambda e: e["address"]
+    )
     banned = [{"address": pm, "opsSeen": 1000, "opsIncluded": 0}]
     for bundler in (trusting, client):  # the shared bundler does not trust it
         await bundler.result("debug_bundler_setReputation", banned, bundler.entry_point)
     dump = await trusting.result("debug_bundler_dumpReputation", trusting.entry_point)
-    assert dump == [
-        {"address": pm, "opsSeen": 1000, "opsIncluded": 0, "status": 0, "trusted": True}
-    ]
+    assert {"address": pm, "opsSeen": 1000, "opsIncluded": 0, "status": 0, "trusted": True} in dump
     owner = harness.new_key()
     op = harness.sign(harness.sponsor(await harness.build_op(owner.address, b"")), owner)
     refused = await client.send_error(op)

@@ -59,8 +59,52 @@ async def test_an_unstaked_sender_may_have_four_ops_pending(
         ops.append(harness.sign(harness.sponsor(op), owner))
     for op in ops[:4]:
         await client.send(op)
-    error = await client.send_error(ops[4])
-    assert error["code"] == -32504 and "4" in error["message"]
+    error = await client.send_error(ops[4])  # UREP-010: it needs stake for a fifth
+    assert error["code"] == -32505
+    assert f"unstaked sender {sender}" in error["message"] and "4" in error["message"]
+
+
+async def test_a_throttled_sender_is_refused_as_throttled(
+    client: RpcClient, harness: Harness
+) -> None:
+    """SREP-030: a throttled sender's fifth op is refused for its reputation (-32504), before
+    the unstaked sender's count, which falls at the same fifth op, is looked at."""
+    owner = harness.new_key()
+    deploy = harness.sign(harness.sponsor(await harness.build_op(owner.address, b"")), owner)
+    await client.send(deploy)
+    await client.bundle()
+    sender = deploy.sender
+    throttled = [{"address": sender, "opsSeen": 120, "opsIncluded": 1}]  # 12 > 1 + 10
+    await client.result("debug_bundler_setReputation", throttled, client.entry_point)
+    for key in range(1, 5):
+        op = await harness.build_op(owner.address, b"", sender=sender, nonce=key << 64)
+        await client.send(harness.sign(harness.sponsor(op), owner))
+    op = await harness.build_op(owner.address, b"", sender=sender, nonce=5 << 64)
+    error = await client.send_error(harness.sign(harness.sponsor(op), owner))
+    assert error["code"] == -32504 and f"sender {sender} is throttled" in error["message"]
+
+
+async def test_an_unstaked_factory_has_the_allowance_its_inclusions_earn(
+    client: RpcClient, harness: Harness
+) -> None:
+    """UREP-020 for a factory, with the conformance suite's numbers: one op included of ten
+    seen leaves room for eleven first-time accounts through the unstaked factory (10 +
+    floor(1/11 * 10) + 1 once the first is seen); the twelfth needs stake (-32505)."""
+    factory = harness.deployment.account_factory
+    earned = [{"address": factory, "opsSeen": 10, "opsIncluded": 1}]
+    await client.result("debug_bundler_setReputation", earned, client.entry_point)
+    for _ in range(11):
+        owner = harness.new_key()
+        await client.send(
+            harness.sign(harness.sponsor(await harness.build_op(owner.address, b"")), owner)
+        )
+    owner = harness.new_key()
+    op = harness.sign(harness.sponsor(await harness.build_op(owner.address, b"")), owner)
+    assert op.factory == factory
+    error = await client.send_error(op)
+    assert error["code"] == -32505 and f"unstaked factory {factory}" in error["message"]
+    pool = await client.result("debug_bundler_dumpMempool", client.entry_point)
+    assert len(pool) == 11
 
 
 async def test_banned_and_throttled_paymasters(client: RpcClient, harness: Harness) -> None:
@@ -124,7 +168,9 @@ async def test_many_ops_from_many_senders_in_one_bundle(
     hashes = {}
     for i in range(16):
         owner = harness.new_key()
-        if i % 4 == 0:  # SimpleAccount from the EntryPoint release, paying for itself
+        # Half of them through each factory: an unstaked factory may have ten first-time
+        # accounts pending (UREP-020).
+        if i % 2 == 0:  # SimpleAccount from the EntryPoint release, paying for itself
             op = await harness.build_op(
                 owner.address,
                 b"",

@@ -5,7 +5,7 @@ from dataclasses import replace
 import pytest
 
 from entryway.bundler.bundling import select_bundle
-from entryway.bundler.errors import BundlerError
+from entryway.bundler.errors import BundlerError, RpcErrorCode
 from entryway.bundler.mempool import Mempool, MempoolEntry
 from entryway.bundler.reputation import Reputation
 from entryway.bundler.validation.outcome import ValidationData, ValidationOutcome
@@ -13,6 +13,7 @@ from entryway.bundler.validation.rules import StakeInfo
 from entryway.domain.userop import UserOperation
 
 PM = "0x9999999999999999999999999999999999999999"
+FACTORY = "0x8888888888888888888888888888888888888888"
 GWEI = 10**9
 BLOCK = 30_000_000
 
@@ -40,13 +41,14 @@ def entry(
         max_fee_per_gas=tip + 10 * GWEI,
         max_priority_fee_per_gas=tip,
         paymaster=kw.get("paymaster"),  # type: ignore[arg-type]
+        factory=kw.get("factory"),  # type: ignore[arg-type]
     )
     return MempoolEntry(
         op=op,
         user_op_hash=bytes([i % 256, nonce % 256]) + bytes(30),
         outcome=kw.get("outcome", outcome()),  # type: ignore[arg-type]
         sender_staked=bool(kw.get("staked", False)),
-        factory_staked=False,
+        factory_staked=bool(kw.get("factory_staked", False)),
         paymaster_staked=bool(kw.get("pm_staked", True)),
         received_at=0.0,
         received_block=0,
@@ -72,11 +74,15 @@ def test_replacement_rule_is_ten_percent_on_both_fees() -> None:
 
 
 def test_unstaked_sender_limit_and_staked_exemption() -> None:
+    """UREP-010: the fifth op of an unstaked sender wants stake (-32505), as the reference
+    bundler answers it; a staked sender is not counted."""
     pool = Mempool(Reputation())
     for nonce in range(4):
         pool.add(entry(1, nonce))
-    with pytest.raises(BundlerError):
+    with pytest.raises(BundlerError) as info:
         pool.add(entry(1, 4))
+    assert info.value.code is RpcErrorCode.STAKE_TOO_LOW
+    assert f"unstaked sender {sender(1)}" in info.value.message
     for nonce in range(6):
         pool.add(entry(2, nonce, staked=True))
     assert len(pool) == 10
@@ -88,6 +94,84 @@ def test_unstaked_paymaster_limit() -> None:
         pool.add(entry(i + 1, paymaster=PM, pm_staked=False))
     with pytest.raises(BundlerError) as info:
         pool.add(entry(50, paymaster=PM, pm_staked=False))
+    assert info.value.code is RpcErrorCode.STAKE_TOO_LOW
+    assert "unstaked paymaster" in info.value.message
+
+
+def test_unstaked_factory_limit() -> None:
+    """UREP-020 holds an unstaked factory to the same allowance as an unstaked paymaster: ten
+    first-time accounts pending through one factory that has none mined; a staked one is
+    not counted."""
+    pool = Mempool(Reputation())
+    for i in range(10):
+        pool.add(entry(i + 1, factory=FACTORY))
+    with pytest.raises(BundlerError) as info:
+        pool.add(entry(50, factory=FACTORY))
+    assert info.value.code is RpcErrorCode.STAKE_TOO_LOW
+    assert f"unstaked factory {FACTORY}" in info.value.message
+    staked = "0x7777777777777777777777777777777777777777"
+    for i in range(12):
+        pool.add(entry(i + 100, factory=staked, factory_staked=True))
+    assert len(pool) == 22
+
+
+def test_unstaked_allowance_counts_the_inclusion_rate_and_ops_included() -> None:
+    """UREP-020 with the conformance suite's numbers: one op included of ten seen, each op
+    admitted counted as seen (as the bundler counts it), leaves room for eleven ops: 10 +
+    floor(1/11 * 10) + min(1, 10000) once the first is in."""
+    rep = Reputation()
+    rep.set(PM, ops_seen=10, ops_included=1)
+    pool = Mempool(rep)
+    for i in range(11):
+        pool.add(entry(i + 1, paymaster=PM, pm_staked=False))
+        rep.seen(PM)
+    with pytest.raises(BundlerError) as info:
+        pool.add(entry(50, paymaster=PM, pm_staked=False))
+    assert info.value.code is RpcErrorCode.STAKE_TOO_LOW
+    assert len(pool) == 11
+
+
+def test_throttled_sender_is_refused_as_throttled() -> None:
+    """SREP-030: a throttled sender may have THROTTLED_ENTITY_MEMPOOL_COUNT ops pending, and
+    its next is refused as throttled (-32504), not by the unstaked sender's count that falls
+    at the same number; a staked sender, exempt from that count, is held to it too."""
+    rep = Reputation()
+    pool = Mempool(rep)
+    for i, staked in ((1, False), (2, True)):
+        rep.set(sender(i), ops_seen=120, ops_included=1)  # 12 > 1 + 10: throttled
+        for nonce in range(4):
+            pool.add(entry(i, nonce, staked=staked))
+        with pytest.raises(BundlerError) as info:
+            pool.add(entry(i, 4, staked=staked))
+        assert info.value.code is RpcErrorCode.BANNED_OR_THROTTLED
+        assert f"sender {sender(i)} is throttled" in info.value.message
+    assert len(pool) == 8
+
+
+def bumped(e: MempoolEntry, op_hash: bytes, **changes: object) -> MempoolEntry:
+    """The same sender and nonce at twice the fees: a valid replacement of `e`."""
+    again = replace(e, user_op_hash=op_hash, **changes)  # type: ignore[arg-type]
+    again.op = replace(
+        e.op,
+        max_fee_per_gas=e.op.max_fee_per_gas * 2,
+        max_priority_fee_per_gas=e.op.max_priority_fee_per_gas * 2,
+    )
+    return again
+
+
+def test_a_replacement_frees_only_the_places_of_the_op_it_replaces() -> None:
+    """A replacement leaves the entity count of the op it replaces: it may keep an unstaked
+    paymaster's last place, but an op that named no paymaster frees none of its places."""
+    pool = Mempool(Reputation())
+    for i in range(10):
+        pool.add(entry(i + 1, paymaster=PM, pm_staked=False))
+    plain = entry(11)
+    pool.add(plain)
+    assert pool.add(bumped(pool.for_sender(sender(1))[0], b"\x03" * 32)) is not None
+    naming = bumped(plain, b"\x04" * 32, paymaster_staked=False)
+    naming.op = replace(naming.op, paymaster=PM)
+    with pytest.raises(BundlerError) as info:
+        pool.add(naming)
     assert "unstaked paymaster" in info.value.message
 
 
