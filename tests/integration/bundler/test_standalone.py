@@ -16,6 +16,9 @@ from entryway.domain.entry_points import V06, V07, V09
 from tests.integration.harness import ETHER, Harness
 
 ENTRYWAY = str(Path(sys.executable).with_name("entryway"))
+# A process start: imports, then the node probed (chain id, EntryPoints, tracers and what
+# else it serves); seconds on a loaded two-core machine.
+START_S = 30.0
 
 
 @pytest.fixture
@@ -36,15 +39,15 @@ async def bundler_url(
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
     try:
+        deadline = asyncio.get_running_loop().time() + START_S
         async with httpx.AsyncClient() as http:
-            for _ in range(100):
+            while True:
                 try:
                     if (await http.get(f"{url}/healthz")).status_code == 200:
                         break
                 except httpx.HTTPError:
                     await asyncio.sleep(0.1)
-            else:
-                raise AssertionError("the bundler did not come up")
+                assert asyncio.get_running_loop().time() < deadline, "the bundler did not come up"
         yield url
     finally:
         proc.terminate()
