@@ -149,9 +149,19 @@ RULES: dict[str, tuple[str, str]] = {
     ),
     "EREP-010": ("entity was throttled for too many pending ops", "wait for ops to be mined"),
     "EREP-015": ("entity was throttled after failing ops", "fix the failing ops, then wait"),
-    "EREP-050": ("entity was banned after its ops failed in bundles", "fix it and wait"),
+    "EREP-050": (
+        "paymaster returned a context (a postOp to run) without stake",
+        "stake the paymaster, or return an empty context",
+    ),
     "GREP-040": ("entity is banned by the bundler's reputation", "wait and retry later"),
-    "UREP-020": ("sender has too many pending ops", "wait for the pending ops to be mined"),
+    "UREP-010": (
+        "unstaked sender has too many pending ops (4 at most)",
+        "wait for the pending ops to be mined, or stake the account",
+    ),
+    "UREP-020": (
+        "unstaked factory or paymaster has more pending ops than its reputation allows",
+        "wait for its pending ops to be mined, or stake it",
+    ),
 }
 
 # Paymaster and sponsorship-policy refusals, by the rule the refusal names (`data.rule`).
