@@ -460,7 +460,7 @@ async def validation_throughput(
     sender_creator = EP.decode_output("senderCreator", raw)[0]
 
     async def full_trace(op: UserOperation) -> None:
-        await simulator.trace("simulateValidation", op.packed())
+        await simulator.trace_validation(op)
 
     async def replay_pair(op: UserOperation) -> None:
         op_hash = user_op_hash(op, bench.entry_point, CHAIN_ID)
