@@ -7,7 +7,7 @@ STAMP := $(VENV)/.stamp
 NPM_STAMP := node_modules/.stamp
 DATA_DIR ?= .entryway
 
-.PHONY: chromium setup run test lint typecheck format contracts lock bench-gas bench-bundler bench-bundler-versions bench-api bench-multiprocess bench-request-log bench-poll-cost bench-notary bench-sponsor bench-costs clean devnet
+.PHONY: chromium setup run test lint typecheck format contracts lock bench-gas bench-bundler bench-validation-modes bench-bundler-versions bench-api bench-multiprocess bench-request-log bench-poll-cost bench-notary bench-sponsor bench-costs clean devnet
 
 setup: $(STAMP) $(NPM_STAMP) chromium
 
@@ -80,6 +80,9 @@ bench-bundler: setup
 	$(BIN)/python -m bench.bundler --accounts 200 --ops 5 --validate 0 --trust-factory --block-gas-limit $(BLOCK_GAS_LIMIT)
 	$(BIN)/python -m bench.bundler --accounts 100 --validate 0 --open-loop $(OPEN_LOOP_RATES) --block-gas-limit $(BLOCK_GAS_LIMIT)
 	$(BIN)/python -m bench.bundler --accounts 50 --ops 12 --executors 1 --faults --block-gas-limit $(BLOCK_GAS_LIMIT)
+
+bench-validation-modes: setup
+	$(BIN)/python -m bench.validation_modes --write-doc
 
 bench-bundler-versions: setup
 	$(BIN)/python -m bench.bundler_versions
