@@ -7,7 +7,7 @@ STAMP := $(VENV)/.stamp
 NPM_STAMP := node_modules/.stamp
 DATA_DIR ?= .entryway
 
-.PHONY: chromium setup run test lint typecheck format contracts lock bench-gas bench-bundler bench-bundler-versions bench-api bench-multiprocess bench-request-log bench-poll-cost bench-notary bench-sponsor bench-costs clean devnet
+.PHONY: chromium setup run test lint typecheck format contracts lock bench-gas bench-bundler bench-validation-modes bench-bundler-versions bench-api bench-multiprocess bench-request-log bench-poll-cost bench-notary bench-sponsor bench-costs clean devnet
 
 setup: $(STAMP) $(NPM_STAMP) chromium
 
@@ -70,13 +70,19 @@ lock: setup
 # The devnet's block gas limit for the capacity loads: `make bench-bundler BLOCK_GAS_LIMIT=60000000`.
 BLOCK_GAS_LIMIT ?= 30000000
 OPEN_LOOP_RATES ?= 25,50,75,100,125,150
+# The closed loop once per validation mode, each pinned on anvil; native through a relay that
+# plays geth's erc7562Tracer by a JavaScript tracer (its figures are the script's, not geth's).
+VALIDATION_MODES ?= opcodes calls untraced native
 
 bench-bundler: setup
-	$(BIN)/python -m bench.bundler
+	for mode in $(VALIDATION_MODES); do $(BIN)/python -m bench.bundler --validation-mode $$mode || exit 1; done
 	$(BIN)/python -m bench.bundler --accounts 100 --ops 10 --validate 0 --block-gas-limit $(BLOCK_GAS_LIMIT)
 	$(BIN)/python -m bench.bundler --accounts 200 --ops 5 --validate 0 --trust-factory --block-gas-limit $(BLOCK_GAS_LIMIT)
 	$(BIN)/python -m bench.bundler --accounts 100 --validate 0 --open-loop $(OPEN_LOOP_RATES) --block-gas-limit $(BLOCK_GAS_LIMIT)
 	$(BIN)/python -m bench.bundler --accounts 50 --ops 12 --executors 1 --faults --block-gas-limit $(BLOCK_GAS_LIMIT)
+
+bench-validation-modes: setup
+	$(BIN)/python -m bench.validation_modes --write-doc
 
 bench-bundler-versions: setup
 	$(BIN)/python -m bench.bundler_versions

@@ -9,6 +9,13 @@ accounts split across EntryPoint releases.) Then, separately: N ops from N fresh
 concurrency C in manual mode (validation only, nothing bundled), against the ceiling the
 same node gives for the same traced simulation called directly.
 
+The node's kind is an axis (`--validation-mode`): the bundler is pinned to a validation
+mode, on anvil itself wherever anvil serves it (`opcodes`, `calls`, `untraced`), so that a
+round measures the mode and nothing else; a relay answering as hosted nodes do would add its
+own hop and parsing to every node call and measure that with it. `native` alone goes
+through a relay (bench/node_kind.py, the `geth` kind, its own process), since anvil has no
+erc7562Tracer: its figures are those of the JavaScript tracer that plays it on anvil.
+
 Run: `make bench-bundler` (or `python -m bench.bundler --accounts 50 --ops 4`).
 """
 
@@ -31,9 +38,11 @@ from eth_account import Account
 
 from bench.bundler_load import ProcessClock, block_shares, load_average, node_pid, open_loop
 from bench.node_faults import FaultCounts, faulty_node, play_faults
+from bench.node_kind import node_kind_relay
 from bench.slow_node import slow_node
 from entryway import contracts
 from entryway.bundler.rpc_types import user_operation_json
+from entryway.bundler.validation.modes import ValidationMode
 from entryway.bundler.validation.simulation import Simulator
 from entryway.bundler.validation.validation_calls import validation_calls
 from entryway.chain.rpc import EthClient, JsonRpcClient, RpcError
@@ -41,7 +50,7 @@ from entryway.chain.transactor import Transactor
 from entryway.deploy.deployer import ContractDeployer, Deployment
 from entryway.deploy.plan import ENTRYWAY_SALT, plan_contract
 from entryway.devnet.anvil import free_port
-from entryway.devnet.devnet import Devnet
+from entryway.devnet.devnet import Devnet, DevnetKeys
 from entryway.domain.entry_points import RELEASES, V06, EntryPointVersion, version_at
 from entryway.domain.evm import address_bytes
 from entryway.domain.signatures import eth_signed_message_digest, sign_digest
@@ -146,6 +155,7 @@ class ServedDevnet:
     simple_account_factory_v06: str
     pid: int | None = None
     executors: tuple[str, ...] = ()  # the bundler's executor addresses
+    validation_mode: str = "auto"  # as the bundler was given it
 
     def bench(self, version: EntryPointVersion = EntryPointVersion.V08) -> Bench:
         """A client sending ops of SimpleAccounts of the release `version`."""
@@ -181,12 +191,14 @@ async def served_devnet(
     trust_factory: bool = False,
     node_latency_ms: float = 0.0,
     faults: FaultCounts | None = None,
+    validation_mode: ValidationMode | None = None,
 ) -> AsyncIterator[ServedDevnet]:
     """With `block_gas_limit`, the devnet's blocks carry that much gas; with `trust_factory`,
     the bundler trusts the SimpleAccountFactory (reputation never throttles it); with
     `node_latency_ms`, the bundler reaches the node through a relay holding each request
     that long (`bench.slow_node`); with `faults`, through one that drops some of its
-    transactions, counted there (`bench.node_faults`)."""
+    transactions, counted there (`bench.node_faults`); with `validation_mode`, the bundler
+    is pinned to it (`native` through a relay answering as geth, `bench.node_kind`)."""
     with tempfile.TemporaryDirectory() as tmp:
         async with (
             Devnet(Path(tmp), [CHAIN_ID], block_time_s=BLOCK_TIME_S) as devnet,
@@ -203,17 +215,11 @@ async def served_devnet(
                 if block_gas_limit is not None:
                     await rpc.request("evm_setBlockGasLimit", [hex(block_gas_limit)])
                     await rpc.request("anvil_mine", ["0x1"])
-                init = FACTORY.bytecode + bytes(12) + address_bytes(chain.deployment.entry_point)
-                plan = plan_contract("simple", "SimpleAccountFactory", ENTRYWAY_SALT, init)
-                deployer = ContractDeployer(eth, Transactor(eth, devnet.keys.operator, CHAIN_ID))
-                await deployer.ensure(plan)
-                init = FACTORY_V06.bytecode + bytes(12) + address_bytes(V06.address)
-                plan_v06 = plan_contract(
-                    "simpleV06", "SimpleAccountFactoryV06", ENTRYWAY_SALT, init
+                factory, factory_v06 = await deploy_simple_account_factories(
+                    eth, devnet.keys, chain.deployment.entry_point
                 )
-                await deployer.ensure(plan_v06)
                 port = free_port()
-                trusted = ["--trusted-entity", plan.address] if trust_factory else []
+                trusted = ["--trusted-entity", factory] if trust_factory else []
                 # The bundler talks to anvil itself, as a bundler talks to its node: the
                 # devnet's fee layer (for the clients' fee questions) runs in this process,
                 # and relaying every trace through it would bill this process's CPU, and the
@@ -225,21 +231,27 @@ async def served_devnet(
                     )
                 if faults is not None:
                     node_url = await stack.enter_async_context(faulty_node(node_url, faults))
+                pinned = []
+                if validation_mode is not None:
+                    pinned = ["--validation-mode", validation_mode.value]
+                if validation_mode is ValidationMode.NATIVE:
+                    node_url = await stack.enter_async_context(node_kind_relay(node_url, "geth"))
                 proc = await asyncio.create_subprocess_exec(
                     str(Path(sys.executable).with_name("entryway")), "bundler",
                     "--rpc-url", node_url, "--executor-key-file", str(executor_file),
                     "--port", str(port), "--auto-bundle-interval", "0.1", "--debug-rpc",
-                    *trusted,
+                    *trusted, *pinned,
                 )  # fmt: skip
                 try:
                     served = ServedDevnet(
                         eth,
                         f"http://127.0.0.1:{port}/rpc",
                         chain.deployment,
-                        plan.address,
-                        plan_v06.address,
+                        factory,
+                        factory_v06,
                         proc.pid,
                         tuple(k.address for k in keys),
+                        validation_mode.value if validation_mode is not None else "auto",
                     )
                     async with JsonRpcClient(served.rpc_url) as probe:
                         for _ in range(100):
@@ -254,6 +266,21 @@ async def served_devnet(
                     await proc.wait()
 
 
+async def deploy_simple_account_factories(
+    eth: EthClient, keys: DevnetKeys, entry_point: str
+) -> tuple[str, str]:
+    """The v0.8 release's SimpleAccountFactory (for `entry_point`) and v0.6's, deployed by
+    the devnet's operator where they are not yet: their addresses."""
+    deployer = ContractDeployer(eth, Transactor(eth, keys.operator, CHAIN_ID))
+    init = FACTORY.bytecode + bytes(12) + address_bytes(entry_point)
+    plan = plan_contract("simple", "SimpleAccountFactory", ENTRYWAY_SALT, init)
+    await deployer.ensure(plan)
+    init = FACTORY_V06.bytecode + bytes(12) + address_bytes(V06.address)
+    plan_v06 = plan_contract("simpleV06", "SimpleAccountFactoryV06", ENTRYWAY_SALT, init)
+    await deployer.ensure(plan_v06)
+    return plan.address, plan_v06.address
+
+
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     faults = FaultCounts() if args.faults else None
     async with served_devnet(
@@ -262,8 +289,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         trust_factory=args.trust_factory,
         node_latency_ms=args.node_latency_ms,
         faults=faults,
+        validation_mode=ValidationMode(args.validation_mode) if args.validation_mode else None,
     ) as served:
         bench = served.bench()
+        print(f"validation_mode: {served.validation_mode}", flush=True)
         try:
             if args.open_loop:
                 return await open_loop_run(bench, args)
@@ -448,9 +477,17 @@ async def validation_throughput(
         while queue:
             await bench.send(queue.pop())
 
+    # What validation alone costs the node and the bundler (nothing is bundled meanwhile).
+    node_clock, bundler_clock = ProcessClock(node_pid()), ProcessClock(bench.process_pid)
+    node_clock.start()
+    bundler_clock.start()
     start = time.monotonic()
     await asyncio.gather(*(worker() for _ in range(args.concurrency)))
     accepted_per_s = len(ops) / (time.monotonic() - start)
+    cpu_ms_per_op = {
+        "validation_node_cpu_ms_per_op": node_clock.seconds() / len(ops) * 1000,
+        "validation_bundler_cpu_ms_per_op": bundler_clock.seconds() / len(ops) * 1000,
+    }
 
     # Ceilings, straight to the node at the same concurrency, responses parsed: the traced
     # simulateValidation other bundlers run, and this bundler's own pair of node calls (the
@@ -460,7 +497,7 @@ async def validation_throughput(
     sender_creator = EP.decode_output("senderCreator", raw)[0]
 
     async def full_trace(op: UserOperation) -> None:
-        await simulator.trace("simulateValidation", op.packed())
+        await simulator.trace_validation(op)
 
     async def replay_pair(op: UserOperation) -> None:
         op_hash = user_op_hash(op, bench.entry_point, CHAIN_ID)
@@ -485,6 +522,7 @@ async def validation_throughput(
     replay_ceiling = await rate(replay_pair)
     return {
         "accepted_ops_per_s": accepted_per_s,
+        **cpu_ms_per_op,
         "traced_simulations_per_s": full_ceiling,
         "validation_vs_full_trace_ceiling": accepted_per_s / full_ceiling,
         "replayed_validations_per_s": replay_ceiling,
@@ -522,6 +560,13 @@ def main() -> None:
         type=float,
         default=0.0,
         help="the bundler reaches the node through a relay holding each request this long",
+    )
+    parser.add_argument(
+        "--validation-mode",
+        choices=[m.value for m in ValidationMode],
+        default=None,
+        help="pin the bundler's validation mode (default: the strongest anvil serves, opcodes); "
+        "native goes through a relay playing geth's erc7562Tracer by a JavaScript tracer",
     )
     parser.add_argument(
         "--faults",

@@ -14,7 +14,15 @@ MODULES = sorted(m.name for m in pkgutil.iter_modules(bench.__path__))
 
 
 def test_the_benchmarks_are_all_found() -> None:
-    assert {"bundler", "bundler_versions", "multiprocess", "api"} <= set(MODULES)
+    expected = {
+        "bundler",
+        "bundler_versions",
+        "validation_modes",
+        "node_kind",
+        "multiprocess",
+        "api",
+    }
+    assert expected <= set(MODULES)
 
 
 @pytest.mark.parametrize("name", MODULES)
