@@ -476,3 +476,15 @@ async def test_api_and_bundler_hold_connections_to_the_files_http_table(
         await _held_to_the_http_table(port)
     finally:
         await _stop(proc)
+
+
+async def test_a_pinned_validation_mode_the_node_cannot_serve_stops_the_api(
+    deployed: Deployed,
+) -> None:
+    path = config(deployed, "native-api", extra='validation_mode = "native"')
+    code, out = await run("migrate", "--config", str(path))
+    assert code == 0, out
+    for process in (("api", "--port", str(_free_port())), ("bundler", "--chain", str(CHAIN_ID))):
+        code, out = await run(*process, "--config", str(path))
+        assert code == 2, (process, out)
+        assert "chains[0].validation_mode: validation_mode native is pinned" in out, out

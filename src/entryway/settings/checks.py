@@ -27,6 +27,7 @@ from entryway.errors import EntrywayError
 from entryway.keys import load_key_file
 from entryway.paymaster.signer import PaymasterSigner
 from entryway.settings.model import ChainSettings, Settings
+from entryway.settings.validation_modes import pinned_mode_problems
 from entryway.storage.engine import alembic_config, make_engine, sqlite_url
 from entryway.storage.private_files import private_directory
 
@@ -326,6 +327,7 @@ async def bundler_problems(settings: Settings) -> list[str]:
         problems.extend(rpc_problems)
         if not rpc_problems:
             problems.extend(await _check_bundled_entry_point(index, chain))
+            problems.extend(await pinned_mode_problems(index, chain))
     problems.extend(await check_database(settings))
     return problems
 
@@ -410,6 +412,8 @@ async def preflight(settings: Settings, *, online: bool = True, schema: bool = F
             ready = next((p for p in prepared if p.settings is chain), None)
             if ready is not None and not rpc_problems:
                 problems.extend(await check_contracts(index, chain, ready.deployment))
+            if not rpc_problems:
+                problems.extend(await pinned_mode_problems(index, chain))
         database = await check_database(settings)
         problems.extend(database)
         if schema and not database:

@@ -169,6 +169,7 @@ def bundler_chain(config: Path | None, chain_id: int) -> BundlerChain:
     from entryway.keys import load_key_file
     from entryway.settings.checks import check_rpc_urls, executor_keys
     from entryway.settings.networks import register_networks
+    from entryway.settings.validation_modes import pinned_mode_problems
 
     settings = settings_of(config)
     found = [(i, c) for i, c in enumerate(settings.chains) if c.chain_id == chain_id]
@@ -177,6 +178,8 @@ def bundler_chain(config: Path | None, chain_id: int) -> BundlerChain:
     index, chain = found[0]
     keys = executor_keys(index, chain)
     problems = (keys if isinstance(keys, list) else []) + asyncio.run(check_rpc_urls(index, chain))
+    if not problems:  # a pinned validation mode this node cannot serve stops it here
+        problems += asyncio.run(pinned_mode_problems(index, chain))
     funding = None
     if chain.executor_funding_key_file is not None:
         try:

@@ -69,3 +69,11 @@ async def validation_report(settings: Settings) -> tuple[list[str], list[str]]:
         lines += more
         problems += wrong
     return lines, problems
+
+
+async def pinned_mode_problems(index: int, chain: ChainSettings) -> list[str]:
+    """A start's check of a pinned mode: the problem when the chain's preferred node cannot
+    serve it (nothing asked of the node when the node decides, `auto`)."""
+    if parse_mode(chain.validation_mode) is None:
+        return []
+    return (await chain_modes(index, chain))[1]
