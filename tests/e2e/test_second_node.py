@@ -5,12 +5,15 @@ contracts on it and `entryway bundler` serves it, both as an operator runs them.
 wallet is deployed by its first op, the wallet pays for a second op itself (its gas limits
 estimated by the bundler), and a third op from a new, empty wallet is paid by the deployed
 paymaster: each is included, as the EntryPoint's UserOperationEvent and the bundle's
-transaction receipt say.
+transaction receipt say. The service runs there too: `entryway serve` from a config file
+whose RPC URL is the Hardhat node, and through the SDK a wallet deployed by a sponsored first
+op, an op it pays for itself, and a recovery.
 
 Hardhat's `debug_traceCall` ignores state overrides and takes no named tracer
 (docs/devnets.md, "A second node implementation"): the bundler's probe finds no tracer it can
-judge by, and a standalone bundler then starts only when told to run untraced
-(`--validation-mode untraced`): the EntryPoint's own checks, without ERC-7562's. It is
+judge by. The service, which takes ops only with API keys, then runs the chain untraced by
+itself: the EntryPoint's own checks, stake and reputation, without ERC-7562's tracing rules.
+A standalone bundler starts only when told to (`--validation-mode untraced`). It is
 started with `--deploy-entry-point` too: on a node that is not anvil it leaves EntryPoint
 v0.6 alone rather than copy code into place with `anvil_setCode`, which Hardhat refuses."""
 
@@ -27,6 +30,7 @@ from typing import Any
 
 import httpx
 import pytest
+from entryway_sdk import Entryway, PendingUserOperation, UserOperationReceipt
 from eth_account import Account
 from eth_account.signers.local import LocalAccount
 
@@ -35,9 +39,12 @@ from entryway.chain.rpc import EthClient, JsonRpcClient, RpcTransportError
 from entryway.chain.transactor import Transactor
 from entryway.devnet.anvil import free_port
 from entryway.domain.userop import UserOperation
+from entryway.storage.engine import sqlite_url
+from tests.e2e.test_node_kinds import DELAY, mined
 from tests.integration.harness import ACCOUNT, ETHER, PAYMASTER, Harness
 from tests.integration.test_bundler_failover import harness_for
-from tests.integration.test_config_processes import CHAIN_ID, ENTRYWAY, Deployed, run
+from tests.integration.test_config_processes import CHAIN_ID, ENTRYWAY, Deployed, config, run
+from tests.integration.test_serve import admin_key, serve, stopped
 
 pytestmark = pytest.mark.hardhat
 
@@ -194,7 +201,7 @@ async def test_gasless_flow_on_hardhat(tmp_path: Path) -> None:
             receipt = await client.included(h.sign(first, owner))
             assert receipt["success"] is True, receipt
             assert await eth.get_code(first.sender)
-            await assert_mined(eth, receipt)
+            await assert_mined(eth, receipt["receipt"]["transactionHash"])
 
             # The deployed wallet pays for an op that moves value out of it, its gas limits
             # the bundler's estimate, as a wallet asks for them.
@@ -214,7 +221,7 @@ async def test_gasless_flow_on_hardhat(tmp_path: Path) -> None:
             receipt = await client.included(h.sign(second, owner))
             assert receipt["success"] is True, receipt
             assert await eth.get_balance(recipient) == 12_345
-            await assert_mined(eth, receipt)
+            await assert_mined(eth, receipt["receipt"]["transactionHash"])
 
             # A new wallet with no funds at all: the paymaster pays for its first op.
             deposit = await h.call(h.deployment.paymaster, PAYMASTER, "getDeposit")
@@ -228,11 +235,70 @@ async def test_gasless_flow_on_hardhat(tmp_path: Path) -> None:
             assert await eth.get_balance(third.sender) == 0
             spent = deposit - await h.call(h.deployment.paymaster, PAYMASTER, "getDeposit")
             assert spent == int(receipt["actualGasCost"], 16) > 0
-            await assert_mined(eth, receipt)
+            await assert_mined(eth, receipt["receipt"]["transactionHash"])
 
 
-async def assert_mined(eth: EthClient, receipt: dict[str, Any]) -> None:
+async def assert_mined(eth: EthClient, tx_hash: str) -> None:
     """The bundle's transaction as the node itself reports it: mined, and successful."""
-    tx_hash = receipt["receipt"]["transactionHash"]
-    mined = await eth.get_receipt(tx_hash)
-    assert mined is not None and mined.succeeded, tx_hash
+    found = await eth.get_receipt(tx_hash)
+    assert found is not None and found.succeeded, tx_hash
+
+
+async def test_the_service_on_hardhat(tmp_path: Path) -> None:
+    """`entryway serve` from a config file on the same node: its probe finds no tracer and
+    the chain runs untraced by itself (nothing in the config pins a mode). Through the SDK, a
+    new wallet is deployed by its first op, sponsored; funded by a plain transfer, it pays
+    for its next op itself; then a recovery is started, delayed (`evm_increaseTime`) and
+    finalized. The paymaster keeps the smaller stake `deploy` gives it: untraced, no rule
+    asks more of it (it returns no context, and its reads of its own storage, which would
+    need ERC-7562's MIN_STAKE, are seen only by a trace)."""
+    funder = Harness.new_key()
+    async with hardhat_node(CHAIN_ID, funder) as url, JsonRpcClient(url) as rpc:
+        keys = await funded_keys(url, funder, tmp_path)
+        await deploy(url, keys)
+        eth = EthClient(rpc)
+        port = free_port()
+        base = f"http://127.0.0.1:{port}"
+        proc = await serve(config(Deployed(url, tmp_path, keys), "hardhat"), port)
+        try:
+            key = await admin_key(sqlite_url(tmp_path / "data-hardhat"), "hardhat@example.org")
+            auth = {"Authorization": f"Bearer {key}"}
+            async with httpx.AsyncClient(base_url=base, headers=auth) as http:
+                defaults = await http.get("/get-sdk-defaults", params={"chainId": CHAIN_ID})
+                assert defaults.json()["validationMode"] == "untraced", defaults.text
+                paymaster = defaults.json()["paymaster"]
+            async with await Entryway.init(
+                api_key=key, rpc_url=url, chain_id=CHAIN_ID, base_url=base
+            ) as client:
+                guardian = Account.create()
+                wallet = await client.wallet(Account.create())
+                receipt = await included(eth, await wallet.add_guardian(guardian.address))
+                assert receipt.paymaster is not None
+                assert receipt.paymaster.lower() == paymaster.lower()
+                assert await wallet.is_deployed()
+
+                await Transactor(eth, funder, CHAIN_ID).send(wallet.address, value=ETHER)
+                recipient = Harness.new_key().address
+                paid = await wallet.send({"to": recipient, "value": 12_345}, sponsored=False)
+                receipt = await included(eth, paid)
+                assert receipt.paymaster is None
+                assert await eth.get_balance(recipient) == 12_345
+                assert await eth.get_balance(wallet.address) < ETHER - 12_345
+
+                new_owner = Account.create()
+                approval = await wallet.recovery_approval(guardian, new_owner.address)
+                await mined(await wallet.start_recovery(new_owner.address, [approval]))
+                await rpc.request("evm_increaseTime", [DELAY + 1])
+                await rpc.request("evm_mine")
+                await mined(await wallet.finalize_recovery())
+                assert (await wallet.info()).owner == new_owner.address
+        finally:
+            await stopped(proc)
+
+
+async def included(eth: EthClient, op: PendingUserOperation) -> UserOperationReceipt:
+    """`op`'s receipt from the service, successful, its bundle mined as the node says."""
+    receipt = await op.wait(timeout=DEADLINE_S, poll_interval=0.3)
+    assert receipt.success, receipt.reason
+    await assert_mined(eth, receipt.transaction_hash)
+    return receipt

@@ -247,6 +247,29 @@ async def test_deploy_command_brings_up_a_bare_chain(tmp_path: Path) -> None:
         await node.stop()
 
 
+async def test_deploy_funds_a_deposit_without_a_stake(tmp_path: Path) -> None:
+    """A deposit asked for alone leaves the paymasters unstaked: nothing to stake is no
+    `addStake`, which the EntryPoint reverts without value ("no stake specified")."""
+    node = AnvilProcess(AnvilConfig(chain_id=84532))
+    await node.start()
+    try:
+        async with JsonRpcClient(node.rpc_url) as rpc:
+            eth = EthClient(rpc)
+            key = Harness.new_key()
+            await rpc.request("anvil_setBalance", [key.address, hex(10**20)])
+            key_file = tmp_path / "operator.key"
+            key_file.write_text(key.key.hex())
+            deploy = ("deploy", "--rpc-url", node.rpc_url, "--key-file", str(key_file))
+            code, lines, err = await run_cli(*deploy, "--paymaster-deposit-wei", str(10**16))
+            assert code == 0, err
+            assert not [line for line in lines if "staked" in str(line.get("done"))]
+            result = lines[-1]
+            info = await deposit_info(eth, str(result["entryPoint"]), str(result["paymaster"]))
+            assert info == (10**16, 0, 0)
+    finally:
+        await node.stop()
+
+
 async def test_the_standalone_bundler_deploys_both_entry_points_when_asked() -> None:
     from entryway.bundler.standalone import StandaloneSettings, build_bundler
 

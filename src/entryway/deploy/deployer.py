@@ -381,7 +381,10 @@ class ContractDeployer:
             top_up = funding.deposit_wei - deposit
             await self.transactor.send(paymaster.address, pm.encode_call("deposit"), value=top_up)
             done.append(f"deposited {top_up} wei for the {paymaster.name}")
-        if stake < funding.stake_wei or delay < funding.unstake_delay_s:
+        # The delay alone is nothing to stake: addStake without value reverts on an empty
+        # stake ("no stake specified"), so an unstaked paymaster asked for none stays so.
+        wanted = stake < funding.stake_wei or delay < funding.unstake_delay_s
+        if wanted and max(stake, funding.stake_wei) > 0:
             add = max(funding.stake_wei - stake, 0)
             delay_s = max(delay, funding.unstake_delay_s)
             await self.transactor.send(
