@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict
 
 from entryway.bundler.validation.call_trace import calls_trace
 from entryway.bundler.validation.modes import ValidationMode
@@ -46,6 +46,13 @@ class TracingSimulator(Protocol):
     ) -> Any: ...
 
 
+class PartyNames(TypedDict):
+    entry_point: str
+    sender_creator: str
+    sender: str
+    paymaster: str | None
+
+
 @dataclass(frozen=True, slots=True)
 class Parties:
     """Whose calls split a trace into phases."""
@@ -55,6 +62,15 @@ class Parties:
     sender: str
     paymaster: str | None
 
+    def named(self) -> PartyNames:
+        """As the trace readers take them (keyword arguments)."""
+        return PartyNames(
+            entry_point=self.entry_point,
+            sender_creator=self.sender_creator,
+            sender=self.sender,
+            paymaster=self.paymaster,
+        )
+
 
 @dataclass(slots=True)
 class TracedCall:
@@ -63,8 +79,19 @@ class TracedCall:
     failed: bool
 
 
-class ValidationTracer(Protocol):
+# A tracer as debug_traceCall names it (None: the default struct logger), and its config.
+TracerCall = tuple[str | None, dict[str, Any] | None]
+
+
+class ValidationTracer:
+    """A traced mode: the tracers it asks for, all of the same call and side by side, and
+    how it reads their answers into the facts the rules judge (`read`)."""
+
     mode: ValidationMode
+    tracers: tuple[TracerCall, ...]
+
+    def read(self, answers: list[Any], parties: Parties) -> TracedCall:
+        raise NotImplementedError
 
     async def replay(
         self,
@@ -72,7 +99,12 @@ class ValidationTracer(Protocol):
         calls: ValidationCalls,
         parties: Parties,
         extra: dict[str, Any] | None,
-    ) -> TracedCall: ...
+    ) -> TracedCall:
+        """The trace of the replay of the op's entity calls."""
+        answers = await asyncio.gather(
+            *(simulator.trace_replay(calls, name, extra, config) for name, config in self.tracers)
+        )
+        return self.read(list(answers), parties)
 
     async def simulation(
         self,
@@ -80,7 +112,12 @@ class ValidationTracer(Protocol):
         op: UserOperation,
         parties: Parties,
         extra: dict[str, Any] | None,
-    ) -> TracedCall: ...
+    ) -> TracedCall:
+        """The trace of `simulateValidation(op)` itself."""
+        answers = await asyncio.gather(
+            *(simulator.trace_validation(op, name, extra, config) for name, config in self.tracers)
+        )
+        return self.read(list(answers), parties)
 
     async def preimages(
         self,
@@ -89,33 +126,23 @@ class ValidationTracer(Protocol):
         op: UserOperation,
         extra: dict[str, Any] | None,
     ) -> list[bytes]:
-        """The KECCAK256 inputs of the traced call, for a tracer whose trace lacks them."""
-        ...
+        """The KECCAK256 inputs of the traced call, for a mode whose trace lacks them (none
+        by default: the trace carried them, or no tracer of the node can say more)."""
+        return []
 
 
-class StructLogTracer:
+class StructLogTracer(ValidationTracer):
     """`opcodes`: the default struct logger, every step; memory off, so KECCAK256 inputs are
     collected by a second, JavaScript, trace when an associated-storage rule needs them."""
 
     mode = ValidationMode.OPCODES
+    tracers = ((None, None),)
 
-    async def replay(
-        self,
-        simulator: TracingSimulator,
-        calls: ValidationCalls,
-        parties: Parties,
-        extra: dict[str, Any] | None,
-    ) -> TracedCall:
-        return _read_struct_logs(await simulator.trace_replay(calls, extra=extra), parties)
-
-    async def simulation(
-        self,
-        simulator: TracingSimulator,
-        op: UserOperation,
-        parties: Parties,
-        extra: dict[str, Any] | None,
-    ) -> TracedCall:
-        return _read_struct_logs(await simulator.trace_validation(op, extra=extra), parties)
+    def read(self, answers: list[Any], parties: Parties) -> TracedCall:
+        (result,) = answers
+        trace = parse_struct_logs(result["structLogs"], **parties.named())
+        output = hex_to_bytes(result.get("returnValue") or "0x")
+        return TracedCall(trace, output, bool(result.get("failed")))
 
     async def preimages(
         self,
@@ -131,128 +158,40 @@ class StructLogTracer:
         return [hex_to_bytes(p) for p in found]
 
 
-def _read_struct_logs(result: Any, parties: Parties) -> TracedCall:
-    trace = parse_struct_logs(
-        result["structLogs"],
-        entry_point=parties.entry_point,
-        sender_creator=parties.sender_creator,
-        sender=parties.sender,
-        paymaster=parties.paymaster,
-    )
-    output = hex_to_bytes(result.get("returnValue") or "0x")
-    return TracedCall(trace, output, bool(result.get("failed")))
-
-
-class NativeTracer:
+class NativeTracer(ValidationTracer):
     """`native`: geth's `erc7562Tracer`, one call whose answer carries every fact and the
     KECCAK256 inputs (`native_trace`). No `tracerConfig`: its `ignoredOpcodes` would replace
     a default list that hides none of the opcodes the rules watch."""
 
     mode = ValidationMode.NATIVE
-    name = "erc7562Tracer"
+    tracers = (("erc7562Tracer", None),)
 
-    async def replay(
-        self,
-        simulator: TracingSimulator,
-        calls: ValidationCalls,
-        parties: Parties,
-        extra: dict[str, Any] | None,
-    ) -> TracedCall:
-        return _read_native(await simulator.trace_replay(calls, self.name, extra), parties)
-
-    async def simulation(
-        self,
-        simulator: TracingSimulator,
-        op: UserOperation,
-        parties: Parties,
-        extra: dict[str, Any] | None,
-    ) -> TracedCall:
-        return _read_native(await simulator.trace_validation(op, self.name, extra), parties)
-
-    async def preimages(
-        self,
-        simulator: TracingSimulator,
-        calls: ValidationCalls | None,
-        op: UserOperation,
-        extra: dict[str, Any] | None,
-    ) -> list[bytes]:
-        return []  # the trace carried them all
+    def read(self, answers: list[Any], parties: Parties) -> TracedCall:
+        (frame,) = answers
+        trace = parse_native_trace(frame, **parties.named())
+        return TracedCall(trace, _output(frame), bool(frame.get("error")))
 
 
-def _read_native(frame: Any, parties: Parties) -> TracedCall:
-    trace = parse_native_trace(
-        frame,
-        entry_point=parties.entry_point,
-        sender_creator=parties.sender_creator,
-        sender=parties.sender,
-        paymaster=parties.paymaster,
-    )
-    return TracedCall(trace, _output(frame), bool(frame.get("error")))
-
-
-def _output(frame: Any) -> bytes:
-    return hex_to_bytes(frame.get("output") or "0x")
-
-
-class CallTracers:
+class CallTracers(ValidationTracer):
     """`calls`: what hosted providers sell, `callTracer` and `prestateTracer` (plain, and in
     diff mode for the writes), three calls side by side (`call_trace` says what they show and
     what they cannot)."""
 
     mode = ValidationMode.CALLS
-    _TRACERS: tuple[tuple[str, dict[str, Any] | None], ...] = (
+    tracers = (
         ("callTracer", None),
         ("prestateTracer", None),
         ("prestateTracer", {"diffMode": True}),
     )
 
-    async def replay(
-        self,
-        simulator: TracingSimulator,
-        calls: ValidationCalls,
-        parties: Parties,
-        extra: dict[str, Any] | None,
-    ) -> TracedCall:
-        answers = await asyncio.gather(
-            *(simulator.trace_replay(calls, t, extra, config) for t, config in self._TRACERS)
-        )
+    def read(self, answers: list[Any], parties: Parties) -> TracedCall:
         frame, prestate, diff = answers
-        return _read_calls(frame, prestate, diff, parties)
-
-    async def simulation(
-        self,
-        simulator: TracingSimulator,
-        op: UserOperation,
-        parties: Parties,
-        extra: dict[str, Any] | None,
-    ) -> TracedCall:
-        answers = await asyncio.gather(
-            *(simulator.trace_validation(op, t, extra, config) for t, config in self._TRACERS)
-        )
-        frame, prestate, diff = answers
-        return _read_calls(frame, prestate, diff, parties)
-
-    async def preimages(
-        self,
-        simulator: TracingSimulator,
-        calls: ValidationCalls | None,
-        op: UserOperation,
-        extra: dict[str, Any] | None,
-    ) -> list[bytes]:
-        return []  # the trace carried its guesses; no node here can say more
+        trace = calls_trace(frame, prestate, diff, **parties.named())
+        return TracedCall(trace, _output(frame), bool(frame.get("error")))
 
 
-def _read_calls(frame: Any, prestate: Any, diff: Any, parties: Parties) -> TracedCall:
-    trace = calls_trace(
-        frame,
-        prestate,
-        diff,
-        entry_point=parties.entry_point,
-        sender_creator=parties.sender_creator,
-        sender=parties.sender,
-        paymaster=parties.paymaster,
-    )
-    return TracedCall(trace, _output(frame), bool(frame.get("error")))
+def _output(frame: Any) -> bytes:
+    return hex_to_bytes(frame.get("output") or "0x")
 
 
 _TRACERS: dict[ValidationMode, ValidationTracer] = {
