@@ -13,7 +13,7 @@ import pytest
 
 from entryway.bundler.rpc_methods import BundlerRpc
 from entryway.bundler.validation.native_trace import parse_native_trace
-from entryway.bundler.validation.rules import Entities, check
+from entryway.bundler.validation.rules import check
 from entryway.bundler.validation.simulation import Validator
 from entryway.bundler.validation.trace import (
     CALLS,
@@ -103,15 +103,7 @@ async def _assert_judged_alike(
     empty), and `expected` among them where given."""
     validator = bundler_rpc.bundler.validator
     outcome = await validator.validate(op, now=0, trace=False, check=False)
-    who = Entities(
-        entry_point=validator.simulator.entry_point,
-        sender=op.sender,
-        factory=op.factory,
-        paymaster=op.paymaster,
-        sender_stake=outcome.sender_stake,
-        factory_stake=outcome.factory_stake if op.factory else None,
-        paymaster_stake=outcome.paymaster_stake if op.paymaster else None,
-    )
+    who = outcome.entities(validator.simulator.entry_point, op)
     opcodes, native = await _traces(validator, op)
     assert opcodes.phases, "nothing traced"
     context = outcome.paymaster_context

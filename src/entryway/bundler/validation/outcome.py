@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from entryway.bundler.validation.rules import StakeInfo
+from entryway.bundler.validation.rules import Entities, StakeInfo
+from entryway.domain.userop import UserOperation
 
 _ADDRESS_MASK = 2**160 - 1
 _UINT48_MAX = 2**48 - 1
@@ -61,6 +62,18 @@ class ValidationOutcome:
     # ERC-7562 COD-010: the code hash of every contract validation used, to compare before
     # bundling (a changed one voids the op).
     code_hashes: tuple[tuple[str, bytes], ...] = ()
+
+    def entities(self, entry_point: str, op: UserOperation) -> Entities:
+        """Who is who in `op`, with the stakes this simulation read, as the rules judge."""
+        return Entities(
+            entry_point=entry_point,
+            sender=op.sender,
+            factory=op.factory,
+            paymaster=op.paymaster,
+            sender_stake=self.sender_stake,
+            factory_stake=self.factory_stake if op.factory else None,
+            paymaster_stake=self.paymaster_stake if op.paymaster else None,
+        )
 
     def expired_by_block(self, block: int) -> int | None:
         """The block a v0.9 block range (the account's or the paymaster's) ended at, if it

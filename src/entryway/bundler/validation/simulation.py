@@ -32,7 +32,6 @@ from entryway.bundler.validation.outcome import (
     ValidationOutcome,
 )
 from entryway.bundler.validation.rules import (
-    Entities,
     PreimagesNeeded,
     RuleSettings,
     StakeInfo,
@@ -447,15 +446,7 @@ class Validator:
         """ERC-7562 on the trace; `replayed_calls` says which call it traces (traceValidation
         with these arguments, or simulateValidation when None). `codes`: code hashes read
         beside the simulation (`CodeUsed`); the others are read after."""
-        who = Entities(
-            entry_point=self.simulator.entry_point,
-            sender=op.sender,
-            factory=op.factory,
-            paymaster=op.paymaster,
-            sender_stake=outcome.sender_stake,
-            factory_stake=outcome.factory_stake if op.factory else None,
-            paymaster_stake=outcome.paymaster_stake if op.paymaster else None,
-        )
+        who = outcome.entities(self.simulator.entry_point, op)
         await self._resolve_code_copies(trace)
         context = outcome.paymaster_context
         try:
