@@ -53,3 +53,13 @@ def test_an_unknown_mode_names_the_choices() -> None:
     assert parse_mode("calls") is CALLS
     with pytest.raises(ConfigurationError, match="choose one of auto, native, opcodes"):
         parse_mode("tracing")
+
+
+def test_calls_mode_is_served_only_where_the_probes_override_ran() -> None:
+    """A node that ignored the probe's state override (Hardhat's debug_traceCall does) traced
+    an empty account: the replay could not run there either."""
+    from entryway.bundler.validation.modes import _PROBE_ADDRESS, _PROBE_CODE, _calls_ok
+
+    call = {"type": "CALL", "to": _PROBE_ADDRESS}
+    assert _calls_ok(call, {_PROBE_ADDRESS: {"balance": "0x0", "code": _PROBE_CODE}})
+    assert not _calls_ok(call, {_PROBE_ADDRESS: {"balance": "0x0"}})

@@ -185,11 +185,15 @@ def _opcodes_ok(answer: Any) -> bool:
 
 
 def _calls_ok(call: Any, prestate: Any) -> bool:
+    """Both tracers answer, and the overriding code is what ran (a node that ignored the
+    override would trace an empty account)."""
+    if not isinstance(call, dict) or not isinstance(prestate, dict):
+        return False
+    probed = next((v for k, v in prestate.items() if k.lower() == _PROBE_ADDRESS), None)
     return (
-        isinstance(call, dict)
-        and str(call.get("to", "")).lower() == _PROBE_ADDRESS
-        and isinstance(prestate, dict)
-        and any(k.lower() == _PROBE_ADDRESS for k in prestate)
+        str(call.get("to", "")).lower() == _PROBE_ADDRESS
+        and isinstance(probed, dict)
+        and str(probed.get("code", "")).lower() == _PROBE_CODE
     )
 
 
