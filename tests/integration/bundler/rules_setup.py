@@ -85,6 +85,9 @@ class RuleContracts:
 
 
 async def deploy_rule_contracts(h: Harness) -> RuleContracts:
+    # Each module deploying these funds their deposits and stakes from the session's one
+    # executor: topped up first, so the modules a worker runs never drain it.
+    await h.eth.rpc.request("anvil_setBalance", [h.executor.address, hex(1000 * ETHER)])
     ep = h.deployment.entry_point
     store = await deploy(h, "TestStorage")
     helper = await deploy(h, "RuleHelper", ep, store)

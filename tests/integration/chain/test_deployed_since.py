@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from entryway.chain.logs import deployed_since
 from entryway.chain.rpc import EthClient
-from entryway.devnet.devnet import Devnet
+from tests.integration.bundler.rules_setup import deploy
 from tests.integration.harness import Harness
 
 
-async def test_the_first_block_with_code_is_found(devnet: Devnet, eth: EthClient) -> None:
-    contract = devnet.chains[0].deployment.notary
+async def test_the_first_block_with_code_is_found(harness: Harness, eth: EthClient) -> None:
+    contract = await deploy(harness, "TestStorage")
     head = await eth.block_number()
     first = await deployed_since(eth, contract, head)
     assert first > 0
