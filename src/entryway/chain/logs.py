@@ -61,15 +61,16 @@ async def _page(eth: EthClient, query: Query, first: int, last: int) -> list[dic
     return logs
 
 
-async def deployed_since(eth: EthClient, address: str, head: int) -> int:
+async def deployed_since(eth: EthClient, address: str, head: int, earliest: int = 0) -> int:
     """The first block at which `address` has code, found by bisection over `eth_getCode`
     (about log2(head) reads): where a contract's own logs begin, so that reading them all
-    costs pages over its life, not over the chain's. 0 when the node cannot answer for old
-    blocks (a node that keeps recent state only) or the address has no code at `head`."""
-    low, high = 0, head
+    costs pages over its life, not over the chain's; searched from `earliest` on. `earliest`
+    when the node cannot answer for an old block (a node that keeps recent state only) or
+    the address has no code at `head`."""
+    low, high = earliest, head
     try:
         if not await eth.get_code(address, hex(head)):
-            return 0
+            return earliest
         while low < high:
             middle = (low + high) // 2
             if await eth.get_code(address, hex(middle)):
@@ -77,7 +78,7 @@ async def deployed_since(eth: EthClient, address: str, head: int) -> int:
             else:
                 low = middle + 1
     except RpcError:
-        return 0
+        return earliest
     return low
 
 
